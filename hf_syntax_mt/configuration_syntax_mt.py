@@ -1,0 +1,254 @@
+"""Configuration of the syntax-aware Transformer NMT model family (SPEC §1).
+
+Every syntax method of the source papers is an independent switch on `SyntaxMTConfig`; the
+systems of the papers are named presets (`PRESETS`, `SyntaxMTConfig.from_preset`).
+This file must stay free of parser imports: it is copied next to saved models for remote code.
+"""
+
+from transformers import PretrainedConfig
+
+DEPENDENCY_SCHEMES = (None, "depth", "labeled")
+RELATION_COMBINATIONS = ("sum", "concat_linear")
+
+_REL = {"relative_positions": True}
+_DEP = {"dependency_relations": "depth", "relation_combination": "sum"}
+_LABELED = {"dependency_relations": "labeled", "relation_combination": "concat_linear"}
+_DBSA_ENC = {"dbsa_encoder_layer": 4}
+_DBSA_DEC = {"dbsa_decoder_layer": 4}
+_SLA = {"sla_layers": [1]}
+
+PRESETS = {
+    # Vaswani et al. 2017: absolute sinusoidal positions only.
+    "transformer_abs": {},
+    # Shaw et al. 2018: relative positions a^K, a^V (clip k) in encoder and decoder self-attention.
+    "transformer_rel": {**_REL},
+    # Omote et al. 2019 (seeds 000/001): dependency relative depth b^K, b^V (clip l), encoder only.
+    "transformer_dep": {**_DEP},
+    # Omote et al. 2019: relative positions + relative depth, summed (a + b).
+    "transformer_dep_rel": {**_REL, **_DEP},
+    # Seed 002, method 1: labeled tree relations (self / sib / ancestor-descendant / none).
+    "transformer_dep_labeled": {**_LABELED},
+    # Seed 002, method 2: relative positions + labeled relations, Concat(a, b) W_rel.
+    "transformer_dep_labeled_rel": {**_REL, **_LABELED},
+    # Deguchi et al. 2019 (seeds 001/004): bi-affine parse head in encoder / decoder / both.
+    "transformer_dbsa_enc": {**_DBSA_ENC},
+    "transformer_dbsa_dec": {**_DBSA_DEC},
+    "transformer_dbsa": {**_DBSA_ENC, **_DBSA_DEC},
+    # Hou/Zhu et al. 2022 (seed 003): syntax-guided localized attention, encoder layer 1.
+    "transformer_sla": {**_SLA},
+}
+
+
+class SyntaxMTConfig(PretrainedConfig):
+    r"""
+    Configuration of [`SyntaxMTModel`] / [`SyntaxMTForConditionalGeneration`].
+
+    Sizes and training defaults follow a Transformer-base-like encoder–decoder (post-LN by default).
+    Syntax switches (all independent):
+
+    - `use_absolute_positions`: sinusoidal absolute PE on the embeddings.
+    - `relative_positions`, `max_relative_position` (k): Shaw et al. relative positions in encoder
+      and decoder self-attention, label(i, j) = clip(j - i, k).
+    - `dependency_relations`: `None`, `"depth"` (seed 000: clip(depth_j - depth_i, l),
+      l = `max_dependency_distance`) or `"labeled"` (seed 002: self / sib / signed
+      ancestor–descendant depth within k = `max_dependency_distance` / none -> zero vector), in
+      encoder self-attention, derived in the model from `source_heads`.
+    - `relation_combination`: how relative positions a and dependency relations b combine when
+      both are on: `"sum"` (a + b, seed 000) or `"concat_linear"` (Concat(a, b) W_rel, seed 002).
+    - `dependency_key_term`, `dependency_value_term`, `relative_key_term`, `relative_value_term`:
+      ablation switches for the key-side (e_ij) and value-side (z_i) terms.
+    - `dbsa_encoder_layer`, `dbsa_decoder_layer` (1-based, `None` = off): one head of that layer
+      becomes a bi-affine parse head (seeds 001/004); `dbsa_encoder_loss_weight`,
+      `dbsa_decoder_loss_weight` are λ_enc, λ_dec.
+    - `sla_layers` (1-based encoder layers), `sla_heads`, `sla_tau`: syntax-guided localized
+      attention (seed 003) on the last `sla_heads` heads of those layers, from `source_distances`.
+    - `parser`: the annotator settings recorded for the pipeline (a dict, or `None`).
+    """
+
+    model_type = "syntax_mt"
+    keys_to_ignore_at_inference = ["past_key_values"]
+    attribute_map = {
+        "num_attention_heads": "encoder_attention_heads",
+        "hidden_size": "d_model",
+        "num_hidden_layers": "encoder_layers",
+    }
+
+    def __init__(
+        self,
+        vocab_size=8000,
+        d_model=512,
+        encoder_layers=6,
+        decoder_layers=6,
+        encoder_attention_heads=8,
+        decoder_attention_heads=8,
+        encoder_ffn_dim=2048,
+        decoder_ffn_dim=2048,
+        activation_function="relu",
+        dropout=0.1,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        max_position_embeddings=1024,
+        scale_embedding=True,
+        normalize_before=False,
+        init_std=0.02,
+        label_smoothing=0.1,
+        use_absolute_positions=True,
+        relative_positions=False,
+        max_relative_position=2,
+        dependency_relations=None,
+        max_dependency_distance=2,
+        relation_combination="sum",
+        relative_key_term=True,
+        relative_value_term=True,
+        dependency_key_term=True,
+        dependency_value_term=True,
+        dbsa_encoder_layer=None,
+        dbsa_decoder_layer=None,
+        dbsa_encoder_loss_weight=1.0,
+        dbsa_decoder_loss_weight=1.0,
+        sla_layers=None,
+        sla_heads=2,
+        sla_tau=10.0,
+        preset=None,
+        parser=None,
+        use_cache=True,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+        decoder_start_token_id=0,
+        is_encoder_decoder=True,
+        tie_word_embeddings=True,
+        **kwargs,
+    ):
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.encoder_layers = encoder_layers
+        self.decoder_layers = decoder_layers
+        self.encoder_attention_heads = encoder_attention_heads
+        self.decoder_attention_heads = decoder_attention_heads
+        self.encoder_ffn_dim = encoder_ffn_dim
+        self.decoder_ffn_dim = decoder_ffn_dim
+        self.activation_function = activation_function
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.activation_dropout = activation_dropout
+        self.max_position_embeddings = max_position_embeddings
+        self.scale_embedding = scale_embedding
+        self.normalize_before = normalize_before
+        self.init_std = init_std
+        self.label_smoothing = label_smoothing
+        self.use_absolute_positions = use_absolute_positions
+        self.relative_positions = relative_positions
+        self.max_relative_position = max_relative_position
+        self.dependency_relations = dependency_relations
+        self.max_dependency_distance = max_dependency_distance
+        self.relation_combination = relation_combination
+        self.relative_key_term = relative_key_term
+        self.relative_value_term = relative_value_term
+        self.dependency_key_term = dependency_key_term
+        self.dependency_value_term = dependency_value_term
+        self.dbsa_encoder_layer = dbsa_encoder_layer
+        self.dbsa_decoder_layer = dbsa_decoder_layer
+        self.dbsa_encoder_loss_weight = dbsa_encoder_loss_weight
+        self.dbsa_decoder_loss_weight = dbsa_decoder_loss_weight
+        self.sla_layers = list(sla_layers) if sla_layers else None
+        self.sla_heads = sla_heads
+        self.sla_tau = sla_tau
+        self.preset = preset
+        self.parser = parser
+        self.use_cache = use_cache
+        super().__init__(
+            pad_token_id=pad_token_id,
+            eos_token_id=eos_token_id,
+            bos_token_id=bos_token_id,
+            decoder_start_token_id=decoder_start_token_id,
+            is_encoder_decoder=is_encoder_decoder,
+            tie_word_embeddings=tie_word_embeddings,
+            **kwargs,
+        )
+        self.validate_syntax_settings()
+
+    def validate_syntax_settings(self):
+        """Raise a `ValueError` naming the first inconsistent syntax setting."""
+        if self.d_model % self.encoder_attention_heads or self.d_model % self.decoder_attention_heads:
+            raise ValueError(
+                f"d_model={self.d_model} must be divisible by the head counts "
+                f"({self.encoder_attention_heads}, {self.decoder_attention_heads})"
+            )
+        if self.dependency_relations not in DEPENDENCY_SCHEMES:
+            raise ValueError(
+                f"dependency_relations={self.dependency_relations!r}; expected one of {DEPENDENCY_SCHEMES}"
+            )
+        if self.relation_combination not in RELATION_COMBINATIONS:
+            raise ValueError(
+                f"relation_combination={self.relation_combination!r}; expected one of {RELATION_COMBINATIONS}"
+            )
+        if self.max_relative_position < 1 or self.max_dependency_distance < 1:
+            raise ValueError("max_relative_position and max_dependency_distance must be >= 1")
+        for name, layer, count in (
+            ("dbsa_encoder_layer", self.dbsa_encoder_layer, self.encoder_layers),
+            ("dbsa_decoder_layer", self.dbsa_decoder_layer, self.decoder_layers),
+        ):
+            if layer is not None and not 1 <= layer <= count:
+                raise ValueError(f"{name}={layer} is outside the layer range 1..{count} (1-based)")
+        if self.sla_layers:
+            for layer in self.sla_layers:
+                if not 1 <= layer <= self.encoder_layers:
+                    raise ValueError(
+                        f"sla_layers contains {layer}, outside the encoder layer range 1..{self.encoder_layers}"
+                    )
+            if not 1 <= self.sla_heads <= self.encoder_attention_heads:
+                raise ValueError(
+                    f"sla_heads={self.sla_heads} must be between 1 and encoder_attention_heads="
+                    f"{self.encoder_attention_heads}"
+                )
+            if (
+                self.dbsa_encoder_layer in self.sla_layers
+                and self.sla_heads >= self.encoder_attention_heads
+            ):
+                raise ValueError(
+                    f"encoder layer {self.dbsa_encoder_layer} has a DBSA parse head (head 0) and "
+                    f"sla_heads={self.sla_heads} localized heads, but only {self.encoder_attention_heads} heads"
+                )
+            if self.sla_tau <= 0:
+                raise ValueError(f"sla_tau={self.sla_tau} must be > 0")
+
+    @property
+    def needs_source_heads(self):
+        """Whether `forward` needs `source_heads` (dependency relations, or DBSA-enc training)."""
+        return self.dependency_relations is not None
+
+    @property
+    def needs_source_distances(self):
+        """Whether `forward` needs `source_distances` (syntax-guided localized attention)."""
+        return bool(self.sla_layers)
+
+    @property
+    def needs_target_heads(self):
+        """Whether training needs `target_heads` (the decoder parse loss of DBSA-dec)."""
+        return self.dbsa_decoder_layer is not None
+
+    @property
+    def trains_source_parse_head(self):
+        """Whether training needs `source_heads` for the encoder parse loss (DBSA-enc)."""
+        return self.dbsa_encoder_layer is not None
+
+    @classmethod
+    def from_preset(cls, name, **overrides):
+        """Build the config of a named system; `name` may join presets with '+' (e.g.
+        "transformer_dep_rel+transformer_dbsa+transformer_sla"). DBSA layers beyond the model's
+        depth are placed on its last layer unless given explicitly."""
+        settings = {}
+        for part in name.split("+"):
+            if part not in PRESETS:
+                raise ValueError(f"unknown preset {part!r}; available: {', '.join(PRESETS)}")
+            settings.update(PRESETS[part])
+        settings.update(overrides)
+        for key, count_key in (("dbsa_encoder_layer", "encoder_layers"), ("dbsa_decoder_layer", "decoder_layers")):
+            if key in settings and key not in overrides:
+                count = settings.get(count_key, 6)
+                settings[key] = min(settings[key], count)
+        return cls(preset=name, **settings)
+
+
+__all__ = ["SyntaxMTConfig", "PRESETS"]

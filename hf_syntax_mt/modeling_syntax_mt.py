@@ -1,0 +1,951 @@
+"""PyTorch syntax-aware Transformer encoder–decoder for NMT (SPEC §1–8).
+
+One model, many switches (see `SyntaxMTConfig`): absolute sinusoidal positions, Shaw relative
+positions, dependency relative depth or labeled tree relations derived from `source_heads`,
+bi-affine parse heads (DBSA) in the encoder/decoder, and syntax-guided localized attention (SLA)
+from `source_distances`. This file must stay free of parser imports (it is copied next to saved
+models for `trust_remote_code` loading).
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.generation import GenerationMixin
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+from transformers.modeling_utils import PreTrainedModel
+
+from .configuration_syntax_mt import SyntaxMTConfig
+
+IGNORE_INDEX = -100
+NO_RELATION = -1  # relation id of pairs that get the zero vector
+
+
+# ---------------------------------------------------------------------------------------------
+# Relation ids derived from the inputs (vectorised; no loop over tokens)
+# ---------------------------------------------------------------------------------------------
+
+
+def relative_position_ids(query_length, key_length, max_relative_position, past_length=0, device=None):
+    """Shaw et al.: id(i, j) = clip(j - i, k) + k for query positions i = past_length + 0..q-1.
+
+    Returns a LongTensor (query_length, key_length) with values in [0, 2k].
+    """
+    query_positions = torch.arange(past_length, past_length + query_length, device=device)
+    key_positions = torch.arange(key_length, device=device)
+    offsets = key_positions[None, :] - query_positions[:, None]
+    return offsets.clamp(-max_relative_position, max_relative_position) + max_relative_position
+
+
+def _walk_to_roots(source_heads):
+    """Follow heads up to the roots of a batch of forests.
+
+    Args:
+        source_heads: LongTensor (B, n); head index in the row, root -> itself, -100 outside the tree.
+    Returns:
+        depth (B, n): depth(root) = 0, depth(child) = depth(head) + 1 (0 outside the tree);
+        ancestor_distance (B, n, n): s > 0 where token j is the s-th ancestor of token i, else 0;
+        root (B, n): the root reached from each token (itself outside the tree);
+        in_tree (B, n) bool.
+    """
+    batch_size, length = source_heads.shape
+    positions = torch.arange(length, device=source_heads.device).expand(batch_size, length)
+    in_tree = source_heads != IGNORE_INDEX
+    if ((source_heads < 0) & in_tree).any() or (source_heads >= length).any():
+        bad = source_heads[((source_heads < 0) & in_tree) | (source_heads >= length)][0].item()
+        raise ValueError(
+            f"source_heads contains {bad}: a head must be an index in the same row (0..{length - 1}) or -100"
+        )
+    heads = torch.where(in_tree, source_heads, positions)
+    if (in_tree & ~in_tree.gather(1, heads)).any():
+        raise ValueError("source_heads: a token in the tree points to a head outside the tree (-100)")
+    depth = torch.zeros_like(heads)
+    ancestor_distance = heads.new_zeros(batch_size, length, length + 1)
+    current = positions
+    for step in range(1, length + 1):
+        parent = heads.gather(1, current)
+        moved = parent != current
+        if not moved.any():
+            break
+        depth += moved
+        ancestor_distance.scatter_(2, torch.where(moved, parent, length).unsqueeze(-1), step)
+        current = parent
+    else:
+        if (heads.gather(1, current) != current).any():
+            raise ValueError("source_heads contains a cycle: some token never reaches a root")
+    return depth, ancestor_distance[..., :length], current, in_tree
+
+
+def dependency_relation_ids(source_heads, scheme, max_distance):
+    """Relation id of every token pair, derived from the dependency tree (SPEC §3–4).
+
+    `depth` (seed 000): id = clip(depth_j - depth_i, l) + l, values 0..2l.
+    `labeled` (seed 002): 0 = self, 1 = sib (same head), 2..2k+1 = signed depth difference
+    -k..-1, 1..k of an ancestor–descendant pair (`labeled_relation_names`). Ancestor–descendant
+    pairs with |depth_j - depth_i| > k and unrelated pairs are `NO_RELATION` (zero vector).
+    In both schemes, pairs involving a token outside the tree or two different trees
+    (sentences) are `NO_RELATION`.
+
+    Returns (ids LongTensor (B, n, n), number of relation embeddings).
+    """
+    depth, ancestor_distance, root, in_tree = _walk_to_roots(source_heads)
+    same_tree = in_tree[:, :, None] & in_tree[:, None, :] & (root[:, :, None] == root[:, None, :])
+    if scheme == "depth":
+        difference = depth[:, None, :] - depth[:, :, None]
+        ids = difference.clamp(-max_distance, max_distance) + max_distance
+        return ids.masked_fill(~same_tree, NO_RELATION), 2 * max_distance + 1
+    if scheme != "labeled":
+        raise ValueError(f"unknown dependency relation scheme {scheme!r}")
+    # signed value depth_j - depth_i: -s when j is the s-th ancestor of i, +s when i is that of j
+    signed = ancestor_distance.transpose(1, 2) - ancestor_distance
+    related = signed != 0
+    signed_ids = torch.where(signed < 0, signed + max_distance, signed + max_distance - 1) + 2
+    ids = torch.where(related & (signed.abs() <= max_distance), signed_ids, NO_RELATION)
+    heads = source_heads
+    siblings = (heads[:, :, None] == heads[:, None, :]) & ~related
+    ids = torch.where(siblings, 1, ids)
+    ids = torch.where(torch.eye(ids.shape[-1], dtype=torch.bool, device=ids.device), 0, ids)
+    return ids.masked_fill(~same_tree, NO_RELATION), 2 * max_distance + 2
+
+
+def labeled_relation_names(max_distance):
+    """Names of the labeled relation ids: ['self', 'sib', -k, ..., -1, 1, ..., k]."""
+    return ["self", "sib"] + list(range(-max_distance, 0)) + list(range(1, max_distance + 1))
+
+
+def localized_attention_log_mask(source_distances, tau):
+    """log G of syntax-guided localized attention (seed 003, SPEC §6), (B, n, n).
+
+    With σ(x) = (tanh(x/τ) + 1)/2 = sigmoid(2x/τ) and gap d_t between tokens t and t+1:
+      G_ij = Π_{t=j}^{i-2} σ(d_{i-1} - d_t)  for j < i-1,
+      G_ij = Π_{t=i+1}^{j-1} σ(d_i - d_t)    for j > i+1,   G_ij = 1 for |i - j| <= 1,
+    computed as cumulative sums of log σ along the key axis.
+    """
+    distances = source_distances.float()
+    length = distances.shape[-1]
+    index = torch.arange(length, device=distances.device)
+    query, gap = index[:, None], index[None, :]
+    # right side: R[i, t] = log σ(d_i - d_t) for t >= i + 1; log G[i, j] = Σ_{t=i+1}^{j-1} R[i, t]
+    right = F.logsigmoid(2.0 * (distances[:, :, None] - distances[:, None, :]) / tau)
+    right = right.masked_fill(gap <= query, 0.0)
+    right_cumulative = F.pad(right.cumsum(-1)[..., :-1], (1, 0))
+    # left side: L[i, t] = log σ(d_{i-1} - d_t) for t <= i - 2; log G[i, j] = Σ_{t=j}^{i-2} L[i, t]
+    previous_gap = F.pad(distances, (1, 0))[:, :-1]
+    left = F.logsigmoid(2.0 * (previous_gap[:, :, None] - distances[:, None, :]) / tau)
+    left = left.masked_fill(gap > query - 2, 0.0)
+    left_cumulative = left.flip(-1).cumsum(-1).flip(-1)
+    return torch.where(gap > query + 1, right_cumulative, torch.where(gap < query - 1, left_cumulative, 0.0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Building blocks
+# ---------------------------------------------------------------------------------------------
+
+
+def sinusoidal_positions(positions, dim):
+    """Vaswani et al.: PE(p, 2i) = sin(p / 10000^{2i/d}), PE(p, 2i+1) = cos(...) (halves concatenated)."""
+    half = dim // 2
+    frequencies = torch.exp(-math.log(10000.0) * torch.arange(half, device=positions.device) / half)
+    angles = positions.float()[:, None] * frequencies[None, :]
+    return torch.cat([angles.sin(), angles.cos()], dim=-1)
+
+
+def shift_tokens_right(input_ids, pad_token_id, decoder_start_token_id):
+    """Decoder inputs from labels: [start, y_0, ..., y_{m-2}], with -100 replaced by pad."""
+    shifted = input_ids.new_zeros(input_ids.shape)
+    shifted[:, 1:] = input_ids[:, :-1].clone()
+    shifted[:, 0] = decoder_start_token_id
+    return shifted.masked_fill(shifted == IGNORE_INDEX, pad_token_id)
+
+
+def shift_target_heads_right(target_heads):
+    """Align `target_heads` (indices into the labels row) with the decoder inputs.
+
+    Decoder position p reads labels[p-1], whose head labels[h] is read at position h + 1:
+    gold[p] = target_heads[p-1] + 1 (root -> itself), gold[0] = -100 (the start token).
+    A head in the future (gold[p] > p) cannot be attended under the causal mask: ignored.
+    """
+    shifted = torch.full_like(target_heads, IGNORE_INDEX)
+    previous = target_heads[:, :-1]
+    shifted[:, 1:] = torch.where(previous == IGNORE_INDEX, IGNORE_INDEX, previous + 1)
+    positions = torch.arange(target_heads.shape[1], device=target_heads.device)
+    return shifted.masked_fill(shifted > positions, IGNORE_INDEX)
+
+
+class RelationTable(nn.Module):
+    """Learned key/value embeddings w^K, w^V ∈ R^{V × d_k} of one relation type, shared by all heads."""
+
+    def __init__(self, num_relations, head_dim):
+        super().__init__()
+        self.key = nn.Parameter(torch.zeros(num_relations, head_dim))
+        self.value = nn.Parameter(torch.zeros(num_relations, head_dim))
+
+
+@dataclass
+class RelationTerm:
+    """Relation ids of one relation type and the (possibly W_rel-transformed) tables to use.
+
+    ids: (q, k) shared over the batch (relative positions) or (B, q, k) (dependency relations),
+    NO_RELATION for the zero vector; key_table/value_table: (V, d_k) or None when that term is off.
+    """
+
+    ids: torch.Tensor
+    key_table: torch.Tensor | None
+    value_table: torch.Tensor | None
+
+
+def relation_key_logits(query, term):
+    """Key term q_i · r^K_ij for every pair, without building (…, n, n, d_k): gather of q·w^K.
+
+    query: (B, H, q, d_k) -> (B, H, q, k).
+    """
+    per_relation = query @ term.key_table.transpose(0, 1)
+    per_relation = F.pad(per_relation, (0, 1))  # the last column is the zero vector
+    ids = _expanded_ids(term.ids, per_relation)
+    return per_relation.gather(-1, ids)
+
+
+def relation_value_output(probs, term):
+    """Value term Σ_j α_ij r^V_ij: attention summed per relation id, times the value table.
+
+    probs: (B, H, q, k) -> (B, H, q, d_k).
+    """
+    num_relations = term.value_table.shape[0]
+    ids = _expanded_ids(term.ids, probs, num_relations)
+    sums = probs.new_zeros(*probs.shape[:-1], num_relations + 1).scatter_add_(-1, ids, probs)
+    return sums[..., :num_relations] @ term.value_table
+
+
+def _expanded_ids(ids, like, num_relations=None):
+    num_relations = like.shape[-1] - 1 if num_relations is None else num_relations
+    ids = torch.where(ids == NO_RELATION, num_relations, ids)
+    if ids.dim() == 3:
+        ids = ids.unsqueeze(1)
+    batch, heads, queries = like.shape[:3]
+    return ids.expand(batch, heads, queries, ids.shape[-1])
+
+
+class SyntaxMTAttention(nn.Module):
+    """Multi-head attention with optional relation terms, localized-attention mask and parse head.
+
+        e_ij = q_i · (k_j + r^K_ij) / sqrt(d_k) (+ log G_ij on localized heads)
+        z_i  = Σ_j α_ij (v_j + r^V_ij)
+
+    where r sums the active relation terms (Shaw a, dependency b, or Concat(a, b) W_rel split into
+    its two halves). With `parse_head=True`, head 0 is a bi-affine parse head (seeds 001/004):
+        s_tq = Q_p[t] U K_p[q]^T + K_p[q] · u,   A_parse = softmax_q(s)
+    and its scores are returned as `parse_logits`.
+    """
+
+    def __init__(self, config, num_heads, is_decoder=False, is_cross_attention=False, parse_head=False, layer_idx=None):
+        super().__init__()
+        self.embed_dim = config.d_model
+        self.num_heads = num_heads
+        self.head_dim = config.d_model // num_heads
+        self.scaling = self.head_dim**-0.5
+        self.dropout = config.attention_dropout
+        self.is_decoder = is_decoder
+        self.is_cross_attention = is_cross_attention
+        self.layer_idx = layer_idx
+        self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.parse_head = parse_head
+        if parse_head:
+            self.parse_bilinear = nn.Parameter(torch.zeros(self.head_dim, self.head_dim))
+            self.parse_key_bias = nn.Parameter(torch.zeros(self.head_dim))
+
+    def _project(self, states, projection):
+        batch, length, _ = states.shape
+        return projection(states).view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        hidden_states,
+        key_value_states=None,
+        padding_mask=None,
+        causal=False,
+        past_key_values=None,
+        relation_terms=(),
+        localized_log_mask=None,
+        localized_heads=0,
+    ):
+        """
+        Args:
+            hidden_states: (B, q, d) queries (and keys/values for self-attention).
+            key_value_states: (B, k, d) encoder states for cross-attention.
+            padding_mask: bool (B, k), True where the key is a real token.
+            causal: mask keys after the query (query i sits at position past_length + i).
+            relation_terms: `RelationTerm`s added to keys and values.
+            localized_log_mask: (B, q, k) log G added to the last `localized_heads` heads.
+        Returns:
+            (output (B, q, d), attention probabilities (B, H, q, k), parse logits (B, q, k) or None)
+        """
+        query = self._project(hidden_states, self.q_proj)
+        cache = past_key_values
+        if isinstance(cache, EncoderDecoderCache):
+            cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
+        if self.is_cross_attention and cache is not None and past_key_values.is_updated.get(self.layer_idx):
+            key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+        else:
+            source = key_value_states if self.is_cross_attention else hidden_states
+            key, value = self._project(source, self.k_proj), self._project(source, self.v_proj)
+            if cache is not None:
+                key, value = cache.update(key, value, self.layer_idx)
+                if self.is_cross_attention:
+                    past_key_values.is_updated[self.layer_idx] = True
+
+        query_length, key_length = query.shape[2], key.shape[2]
+        mask = None
+        if padding_mask is not None:
+            mask = ~padding_mask[:, None, None, :].bool()
+        if causal:
+            past_length = key_length - query_length
+            future = torch.ones(query_length, key_length, dtype=torch.bool, device=query.device).triu(past_length + 1)
+            mask = future[None, None] if mask is None else mask | future
+
+        scores = (query @ key.transpose(-1, -2)) * self.scaling
+        for term in relation_terms:
+            if term.key_table is not None:
+                scores = scores + relation_key_logits(query, term) * self.scaling
+        if localized_log_mask is not None and localized_heads:
+            scores = torch.cat(
+                [scores[:, :-localized_heads], scores[:, -localized_heads:] + localized_log_mask[:, None]], dim=1
+            )
+        parse_logits = None
+        if self.parse_head:
+            parse_query, parse_key = query[:, 0], key[:, 0]
+            parse_logits = (parse_query @ self.parse_bilinear) @ parse_key.transpose(-1, -2)
+            parse_logits = parse_logits + (parse_key @ self.parse_key_bias)[:, None, :]
+            scores = torch.cat([parse_logits[:, None], scores[:, 1:]], dim=1)
+        if mask is not None:
+            scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
+            if parse_logits is not None:
+                parse_logits = parse_logits.masked_fill(mask[:, 0], torch.finfo(scores.dtype).min)
+
+        probs = scores.softmax(dim=-1)
+        dropped = F.dropout(probs, p=self.dropout, training=self.training)
+        output = dropped @ value
+        value_terms = [term for term in relation_terms if term.value_table is not None]
+        if value_terms:
+            relation_output = sum(relation_value_output(dropped, term) for term in value_terms)
+            if self.parse_head:  # M_parse = A_parse V_p: no relation term on the parse head
+                relation_output = torch.cat([torch.zeros_like(relation_output[:, :1]), relation_output[:, 1:]], 1)
+            output = output + relation_output
+        output = output.transpose(1, 2).reshape(hidden_states.shape[0], query_length, self.embed_dim)
+        return self.out_proj(output), probs, parse_logits
+
+
+class SyntaxMTRelations(nn.Module):
+    """The relation tables of one self-attention layer and how they combine (SPEC §2–4).
+
+    `sum` (seed 000): r = a + b. `concat_linear` (seed 002): r = Concat(a, b) W_rel, computed as
+    a W_rel[:d_k] + b W_rel[d_k:], so each half stays a per-relation table.
+    """
+
+    def __init__(self, config, head_dim, use_dependency):
+        super().__init__()
+        self.config = config
+        self.relative = RelationTable(2 * config.max_relative_position + 1, head_dim) if config.relative_positions else None
+        self.dependency = None
+        if use_dependency and config.dependency_relations is not None:
+            k = config.max_dependency_distance
+            size = 2 * k + 1 if config.dependency_relations == "depth" else 2 * k + 2
+            self.dependency = RelationTable(size, head_dim)
+        self.combine = None
+        if self.relative is not None and self.dependency is not None and config.relation_combination == "concat_linear":
+            self.combine = nn.ModuleDict(
+                {"key": nn.Linear(2 * head_dim, head_dim, bias=False), "value": nn.Linear(2 * head_dim, head_dim, bias=False)}
+            )
+
+    def _table(self, table, side, half):
+        weight = getattr(table, side)
+        if self.combine is None:
+            return weight
+        head_dim = weight.shape[-1]
+        projection = self.combine[side].weight[:, half * head_dim : (half + 1) * head_dim]
+        return weight @ projection.transpose(0, 1)
+
+    def terms(self, relative_ids=None, dependency_ids=None):
+        config, terms = self.config, []
+        if self.relative is not None:
+            terms.append(
+                RelationTerm(
+                    relative_ids,
+                    self._table(self.relative, "key", 0) if config.relative_key_term else None,
+                    self._table(self.relative, "value", 0) if config.relative_value_term else None,
+                )
+            )
+        if self.dependency is not None:
+            terms.append(
+                RelationTerm(
+                    dependency_ids,
+                    self._table(self.dependency, "key", 1) if config.dependency_key_term else None,
+                    self._table(self.dependency, "value", 1) if config.dependency_value_term else None,
+                )
+            )
+        return terms
+
+
+class SyntaxMTFeedForward(nn.Module):
+    def __init__(self, config, ffn_dim):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.activation = ACT2FN[config.activation_function]
+        self.activation_dropout = config.activation_dropout
+
+    def forward(self, hidden_states):
+        hidden_states = self.activation(self.fc1(hidden_states))
+        hidden_states = F.dropout(hidden_states, p=self.activation_dropout, training=self.training)
+        return self.fc2(hidden_states)
+
+
+class SyntaxMTEncoderLayer(nn.Module):
+    def __init__(self, config, layer_number):
+        super().__init__()
+        self.config = config
+        self.self_attn = SyntaxMTAttention(
+            config, config.encoder_attention_heads, parse_head=config.dbsa_encoder_layer == layer_number
+        )
+        self.relations = SyntaxMTRelations(config, self.self_attn.head_dim, use_dependency=True)
+        self.localized_heads = config.sla_heads if config.sla_layers and layer_number in config.sla_layers else 0
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self.feed_forward = SyntaxMTFeedForward(config, config.encoder_ffn_dim)
+        self.final_layer_norm = nn.LayerNorm(config.d_model)
+        self.dropout = config.dropout
+
+    def _residual(self, hidden_states, layer_norm, sublayer):
+        """post-LN: x = LN(x + dropout(f(x))); pre-LN: x = x + dropout(f(LN(x))). `f` returns (out, *extras)."""
+        pre_ln = self.config.normalize_before
+        output, *extras = sublayer(layer_norm(hidden_states) if pre_ln else hidden_states)
+        hidden_states = hidden_states + F.dropout(output, self.dropout, self.training)
+        return (hidden_states if pre_ln else layer_norm(hidden_states)), extras
+
+    def forward(self, hidden_states, padding_mask, relative_ids=None, dependency_ids=None, localized_log_mask=None):
+        terms = self.relations.terms(relative_ids, dependency_ids)
+        hidden_states, (probs, parse_logits) = self._residual(
+            hidden_states,
+            self.self_attn_layer_norm,
+            lambda x: self.self_attn(
+                x,
+                padding_mask=padding_mask,
+                relation_terms=terms,
+                localized_log_mask=localized_log_mask if self.localized_heads else None,
+                localized_heads=self.localized_heads,
+            ),
+        )
+        hidden_states, _ = self._residual(hidden_states, self.final_layer_norm, lambda x: (self.feed_forward(x),))
+        return hidden_states, probs, parse_logits
+
+
+class SyntaxMTDecoderLayer(SyntaxMTEncoderLayer):
+    def __init__(self, config, layer_number):
+        nn.Module.__init__(self)
+        self.config = config
+        self.self_attn = SyntaxMTAttention(
+            config,
+            config.decoder_attention_heads,
+            is_decoder=True,
+            parse_head=config.dbsa_decoder_layer == layer_number,
+            layer_idx=layer_number - 1,
+        )
+        self.relations = SyntaxMTRelations(config, self.self_attn.head_dim, use_dependency=False)
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self.encoder_attn = SyntaxMTAttention(
+            config, config.decoder_attention_heads, is_decoder=True, is_cross_attention=True, layer_idx=layer_number - 1
+        )
+        self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model)
+        self.feed_forward = SyntaxMTFeedForward(config, config.decoder_ffn_dim)
+        self.final_layer_norm = nn.LayerNorm(config.d_model)
+        self.dropout = config.dropout
+
+    def forward(self, hidden_states, encoder_hidden_states, encoder_padding_mask, past_key_values=None, relative_ids=None):
+        terms = self.relations.terms(relative_ids)
+        hidden_states, (self_probs, parse_logits) = self._residual(
+            hidden_states,
+            self.self_attn_layer_norm,
+            lambda x: self.self_attn(x, causal=True, past_key_values=past_key_values, relation_terms=terms),
+        )
+        hidden_states, (cross_probs, _) = self._residual(
+            hidden_states,
+            self.encoder_attn_layer_norm,
+            lambda x: self.encoder_attn(
+                x, key_value_states=encoder_hidden_states, padding_mask=encoder_padding_mask, past_key_values=past_key_values
+            ),
+        )
+        hidden_states, _ = self._residual(hidden_states, self.final_layer_norm, lambda x: (self.feed_forward(x),))
+        return hidden_states, self_probs, cross_probs, parse_logits
+
+
+# ---------------------------------------------------------------------------------------------
+# Model outputs
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SyntaxMTEncoderOutput(BaseModelOutput):
+    """Encoder output plus the scores of the encoder parse head (B, n, n) when DBSA-enc is on."""
+
+    parse_logits: torch.FloatTensor | None = None
+
+
+@dataclass
+class SyntaxMTModelOutput(Seq2SeqModelOutput):
+    encoder_parse_logits: torch.FloatTensor | None = None
+    decoder_parse_logits: torch.FloatTensor | None = None
+
+
+@dataclass
+class SyntaxMTSeq2SeqLMOutput(Seq2SeqLMOutput):
+    """`loss` = token_loss + λ_enc · encoder_parse_loss + λ_dec · decoder_parse_loss (SPEC §5)."""
+
+    token_loss: torch.FloatTensor | None = None
+    encoder_parse_loss: torch.FloatTensor | None = None
+    decoder_parse_loss: torch.FloatTensor | None = None
+    encoder_parse_logits: torch.FloatTensor | None = None
+    decoder_parse_logits: torch.FloatTensor | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------
+
+
+class SyntaxMTPreTrainedModel(PreTrainedModel):
+    config_class = SyntaxMTConfig
+    config: SyntaxMTConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+    _no_split_modules = ["SyntaxMTEncoderLayer", "SyntaxMTDecoderLayer"]
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        std = self.config.init_std
+        if isinstance(module, RelationTable):
+            init.normal_(module.key, mean=0.0, std=std)
+            init.normal_(module.value, mean=0.0, std=std)
+        elif isinstance(module, SyntaxMTAttention) and module.parse_head:
+            init.normal_(module.parse_bilinear, mean=0.0, std=std)
+            init.zeros_(module.parse_key_bias)
+
+
+def _check_features(name, tensor, input_ids):
+    if tensor.shape != input_ids.shape:
+        raise ValueError(f"{name} has shape {tuple(tensor.shape)} but input_ids has shape {tuple(input_ids.shape)}")
+
+
+class SyntaxMTEncoder(SyntaxMTPreTrainedModel):
+    def __init__(self, config, embed_tokens):
+        super().__init__(config)
+        self.embed_tokens = embed_tokens
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.layers = nn.ModuleList([SyntaxMTEncoderLayer(config, i + 1) for i in range(config.encoder_layers)])
+        self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        source_heads=None,
+        source_distances=None,
+        inputs_embeds=None,
+        output_attentions=False,
+        output_hidden_states=False,
+        return_dict=True,
+        **kwargs,
+    ):
+        """Encode the source; `source_heads` / `source_distances` as in SPEC §7."""
+        config = self.config
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        batch_size, length = inputs_embeds.shape[:2]
+        reference = input_ids if input_ids is not None else inputs_embeds[..., 0]
+        if attention_mask is None:
+            attention_mask = torch.ones(batch_size, length, dtype=torch.long, device=inputs_embeds.device)
+        if length > config.max_position_embeddings:
+            raise ValueError(
+                f"source length {length} exceeds max_position_embeddings={config.max_position_embeddings}"
+            )
+        preset = config.preset or "this configuration"
+        dependency_ids = None
+        if config.dependency_relations is not None or (config.dbsa_encoder_layer and source_heads is not None):
+            if source_heads is None:
+                raise ValueError(
+                    f"{preset} uses dependency relations ({config.dependency_relations}) and needs `source_heads` "
+                    "(head index of every source token, -100 outside the tree); see hf_syntax_mt.add_syntax_features"
+                )
+            _check_features("source_heads", source_heads, reference)
+            source_heads = source_heads.masked_fill(attention_mask == 0, IGNORE_INDEX)
+            if config.dependency_relations is not None:
+                dependency_ids, _ = dependency_relation_ids(
+                    source_heads, config.dependency_relations, config.max_dependency_distance
+                )
+            else:
+                _walk_to_roots(source_heads)  # validates the gold trees of the parse loss
+        localized_log_mask = None
+        if config.sla_layers:
+            if source_distances is None:
+                raise ValueError(
+                    f"{preset} uses syntax-guided localized attention and needs `source_distances` "
+                    "(syntactic distance of the gap after every source token); see hf_syntax_mt.add_syntax_features"
+                )
+            _check_features("source_distances", source_distances, reference)
+            localized_log_mask = localized_attention_log_mask(source_distances, config.sla_tau)
+        relative_ids = None
+        if config.relative_positions:
+            relative_ids = relative_position_ids(length, length, config.max_relative_position, device=inputs_embeds.device)
+
+        hidden_states = inputs_embeds * self.embed_scale
+        if config.use_absolute_positions:
+            positions = torch.arange(length, device=hidden_states.device)
+            hidden_states = hidden_states + sinusoidal_positions(positions, config.d_model).to(hidden_states.dtype)
+        hidden_states = F.dropout(hidden_states, p=config.dropout, training=self.training)
+        padding_mask = attention_mask.bool()
+        all_hidden_states, all_attentions, parse_logits = [], [], None
+        for layer in self.layers:
+            all_hidden_states.append(hidden_states)
+            hidden_states, probs, layer_parse_logits = layer(
+                hidden_states, padding_mask, relative_ids, dependency_ids, localized_log_mask
+            )
+            all_attentions.append(probs)
+            if layer_parse_logits is not None:
+                parse_logits = layer_parse_logits
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        all_hidden_states.append(hidden_states)
+        return SyntaxMTEncoderOutput(
+            last_hidden_state=hidden_states,
+            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
+            attentions=tuple(all_attentions) if output_attentions else None,
+            parse_logits=parse_logits,
+        )
+
+
+class SyntaxMTDecoder(SyntaxMTPreTrainedModel):
+    def __init__(self, config, embed_tokens):
+        super().__init__(config)
+        self.embed_tokens = embed_tokens
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.layers = nn.ModuleList([SyntaxMTDecoderLayer(config, i + 1) for i in range(config.decoder_layers)])
+        self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids,
+        encoder_hidden_states,
+        encoder_attention_mask=None,
+        past_key_values=None,
+        use_cache=False,
+        output_attentions=False,
+        output_hidden_states=False,
+    ):
+        """Decode with causal self-attention; query positions start at the cache's past length."""
+        config = self.config
+        batch_size, length = input_ids.shape
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if past_length + length > config.max_position_embeddings:
+            raise ValueError(
+                f"target length {past_length + length} exceeds max_position_embeddings={config.max_position_embeddings}"
+            )
+        hidden_states = self.embed_tokens(input_ids) * self.embed_scale
+        if config.use_absolute_positions:
+            positions = torch.arange(past_length, past_length + length, device=input_ids.device)
+            hidden_states = hidden_states + sinusoidal_positions(positions, config.d_model).to(hidden_states.dtype)
+        hidden_states = F.dropout(hidden_states, p=config.dropout, training=self.training)
+        relative_ids = None
+        if config.relative_positions:
+            relative_ids = relative_position_ids(
+                length, past_length + length, config.max_relative_position, past_length, device=input_ids.device
+            )
+        encoder_padding_mask = None if encoder_attention_mask is None else encoder_attention_mask.bool()
+        all_hidden_states, self_attentions, cross_attentions, parse_logits = [], [], [], None
+        for layer in self.layers:
+            all_hidden_states.append(hidden_states)
+            hidden_states, self_probs, cross_probs, layer_parse_logits = layer(
+                hidden_states, encoder_hidden_states, encoder_padding_mask, past_key_values, relative_ids
+            )
+            self_attentions.append(self_probs)
+            cross_attentions.append(cross_probs)
+            if layer_parse_logits is not None:
+                parse_logits = layer_parse_logits
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        all_hidden_states.append(hidden_states)
+        return (
+            hidden_states,
+            past_key_values if use_cache else None,
+            tuple(all_hidden_states) if output_hidden_states else None,
+            tuple(self_attentions) if output_attentions else None,
+            tuple(cross_attentions) if output_attentions else None,
+            parse_logits,
+        )
+
+
+class SyntaxMTModel(SyntaxMTPreTrainedModel):
+    """The bare syntax-aware encoder–decoder (no LM head)."""
+
+    _tied_weights_keys = {
+        "encoder.embed_tokens.weight": "shared.weight",
+        "decoder.embed_tokens.weight": "shared.weight",
+    }
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.shared = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
+        self.encoder = SyntaxMTEncoder(config, self.shared)
+        self.decoder = SyntaxMTDecoder(config, self.shared)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.shared
+
+    def set_input_embeddings(self, value):
+        self.shared = value
+        self.encoder.embed_tokens = value
+        self.decoder.embed_tokens = value
+
+    def get_encoder(self):
+        return self.encoder
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        decoder_input_ids=None,
+        encoder_outputs=None,
+        past_key_values=None,
+        source_heads=None,
+        source_distances=None,
+        use_cache=None,
+        output_attentions=False,
+        output_hidden_states=False,
+        return_dict=True,
+        **kwargs,
+    ):
+        """Syntax features reach the encoder only; once `encoder_outputs` is given they are ignored."""
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                source_heads=source_heads,
+                source_distances=source_distances,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+            )
+        elif not isinstance(encoder_outputs, SyntaxMTEncoderOutput):
+            encoder_outputs = SyntaxMTEncoderOutput(*encoder_outputs)
+        use_cache = self.config.use_cache if use_cache is None else use_cache
+        hidden, cache, hidden_states, self_attentions, cross_attentions, decoder_parse_logits = self.decoder(
+            decoder_input_ids,
+            encoder_outputs.last_hidden_state,
+            attention_mask,
+            past_key_values=past_key_values,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        return SyntaxMTModelOutput(
+            last_hidden_state=hidden,
+            past_key_values=cache,
+            decoder_hidden_states=hidden_states,
+            decoder_attentions=self_attentions,
+            cross_attentions=cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+            encoder_parse_logits=encoder_outputs.parse_logits,
+            decoder_parse_logits=decoder_parse_logits,
+        )
+
+
+class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin):
+    """Syntax-aware NMT model with a (tied) LM head, label-smoothed loss and DBSA parse losses."""
+
+    _tied_weights_keys = {
+        "lm_head.weight": "model.shared.weight",
+        "model.encoder.embed_tokens.weight": "model.shared.weight",
+        "model.decoder.embed_tokens.weight": "model.shared.weight",
+    }
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = SyntaxMTModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_encoder(self):
+        return self.model.encoder
+
+    def get_input_embeddings(self):
+        return self.model.shared
+
+    def set_input_embeddings(self, value):
+        self.model.set_input_embeddings(value)
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
+
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        decoder_input_ids=None,
+        encoder_outputs=None,
+        past_key_values=None,
+        labels=None,
+        source_heads=None,
+        source_distances=None,
+        target_heads=None,
+        use_cache=None,
+        output_attentions=False,
+        output_hidden_states=False,
+        return_dict=True,
+        **kwargs,
+    ):
+        """
+        labels: (B, m) target ids, -100 ignored; decoder inputs are labels shifted right.
+        source_heads, source_distances, target_heads: syntax features (SPEC §7); `target_heads`
+        indexes the labels row and is shifted with it (`shift_target_heads_right`).
+        """
+        config = self.config
+        if labels is not None:
+            use_cache = False
+            if decoder_input_ids is None:
+                decoder_input_ids = shift_tokens_right(labels, config.pad_token_id, config.decoder_start_token_id)
+        if self.training and labels is not None:
+            if config.dbsa_encoder_layer and source_heads is None:
+                raise ValueError(
+                    f"{config.preset or 'this configuration'} trains an encoder parse head (dbsa_encoder_layer="
+                    f"{config.dbsa_encoder_layer}) and needs `source_heads` during training"
+                )
+            if config.dbsa_decoder_layer and target_heads is None:
+                raise ValueError(
+                    f"{config.preset or 'this configuration'} trains a decoder parse head (dbsa_decoder_layer="
+                    f"{config.dbsa_decoder_layer}) and needs `target_heads` during training"
+                )
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            encoder_outputs=encoder_outputs,
+            past_key_values=past_key_values,
+            source_heads=source_heads,
+            source_distances=source_distances,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)
+
+        loss = token_loss = encoder_parse_loss = decoder_parse_loss = None
+        if labels is not None:
+            token_loss = F.cross_entropy(
+                logits.view(-1, logits.shape[-1]).float(),
+                labels.reshape(-1),
+                ignore_index=IGNORE_INDEX,
+                label_smoothing=config.label_smoothing,
+            )
+            loss = token_loss
+            if outputs.encoder_parse_logits is not None and source_heads is not None:
+                gold = source_heads if attention_mask is None else source_heads.masked_fill(attention_mask == 0, IGNORE_INDEX)
+                encoder_parse_loss = _parse_loss(outputs.encoder_parse_logits, gold)
+                loss = loss + config.dbsa_encoder_loss_weight * encoder_parse_loss
+            if outputs.decoder_parse_logits is not None and target_heads is not None:
+                if target_heads.shape != labels.shape:
+                    raise ValueError(
+                        f"target_heads has shape {tuple(target_heads.shape)} but labels has shape {tuple(labels.shape)}"
+                    )
+                decoder_parse_loss = _parse_loss(outputs.decoder_parse_logits, shift_target_heads_right(target_heads))
+                loss = loss + config.dbsa_decoder_loss_weight * decoder_parse_loss
+
+        return SyntaxMTSeq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+            token_loss=token_loss,
+            encoder_parse_loss=encoder_parse_loss,
+            decoder_parse_loss=decoder_parse_loss,
+            encoder_parse_logits=outputs.encoder_parse_logits,
+            decoder_parse_logits=outputs.decoder_parse_logits,
+        )
+
+    @torch.no_grad()
+    def predict_heads(self, input_ids, attention_mask=None, decoder_input_ids=None, labels=None, **syntax_features):
+        """The model as a dependency parser: argmax heads of the DBSA parse heads (SPEC §5).
+
+        Returns a dict with `source_heads` (B, n) from the encoder parse head, and, when the decoder
+        has a parse head and a target is given (`labels`, or `decoder_input_ids` from `generate`),
+        `target_heads` indexing the target row (token t = decoder position t + 1; -100 where the
+        predicted head is the start token). Padding positions are -100.
+        """
+        if not (self.config.dbsa_encoder_layer or self.config.dbsa_decoder_layer):
+            raise ValueError("predict_heads needs a model with a DBSA parse head (dbsa_encoder_layer/dbsa_decoder_layer)")
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        start = torch.full_like(input_ids[:, :1], self.config.decoder_start_token_id)
+        if labels is not None:  # read every label token: [start, y_0, ..., y_{m-1}]
+            decoder_input_ids = torch.cat([start, labels.masked_fill(labels == IGNORE_INDEX, self.config.pad_token_id)], 1)
+        if decoder_input_ids is None:
+            decoder_input_ids = start
+        outputs = self(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            use_cache=False,
+            **syntax_features,
+        )
+        result = {}
+        if outputs.encoder_parse_logits is not None:
+            result["source_heads"] = outputs.encoder_parse_logits.argmax(-1).masked_fill(attention_mask == 0, IGNORE_INDEX)
+        if outputs.decoder_parse_logits is not None and decoder_input_ids.shape[1] > 1:
+            positions = outputs.decoder_parse_logits.argmax(-1)[:, 1:] - 1
+            heads = positions.masked_fill(positions < 0, IGNORE_INDEX)
+            if labels is not None:
+                heads = heads.masked_fill(labels == IGNORE_INDEX, IGNORE_INDEX)
+            else:
+                heads = heads.masked_fill(decoder_input_ids[:, 1:] == self.config.pad_token_id, IGNORE_INDEX)
+            result["target_heads"] = heads
+        return result
+
+
+def _parse_loss(parse_logits, gold_heads):
+    """Cross-entropy of the parse rows against gold head indices (-100 ignored)."""
+    length = parse_logits.shape[-1]
+    gold = gold_heads[:, : parse_logits.shape[1]]
+    if not (gold != IGNORE_INDEX).any():
+        return parse_logits.sum() * 0.0
+    return F.cross_entropy(parse_logits.reshape(-1, length).float(), gold.reshape(-1), ignore_index=IGNORE_INDEX)
+
+
+__all__ = [
+    "SyntaxMTPreTrainedModel",
+    "SyntaxMTModel",
+    "SyntaxMTForConditionalGeneration",
+    "dependency_relation_ids",
+    "labeled_relation_names",
+    "relative_position_ids",
+    "localized_attention_log_mask",
+]
