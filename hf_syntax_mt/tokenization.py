@@ -1,0 +1,89 @@
+"""A joint source/target BPE tokenizer built with the `tokenizers` library.
+
+Pipeline of the trained `tokenizers.Tokenizer`:
+- normalizer: NFKC (optional; offsets still index the raw text);
+- pre-tokenizer: split on whitespace, then Metaspace prepends "▁" to every word, so no subword
+  crosses a space and every offset lies inside one whitespace-delimited word of the raw input
+  (a lone "▁" token gets the offsets of the character it precedes). Text without spaces
+  (e.g. raw Japanese) is one "word" for BPE, as in sentencepiece;
+- model: BPE with `<unk>` for characters never seen in training (no byte fallback);
+- post-processor: `$A </s>` and `$A </s> $B </s>`;
+- decoder: Metaspace ("▁" → space, leading space removed), so `decode` gives clean text with
+  runs of whitespace collapsed to one space.
+Special tokens: `<pad>` = 0, `</s>` = 1, `<unk>` = 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast
+
+
+SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
+
+
+def train_joint_bpe_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int = 8000,
+    min_frequency: int = 2,
+    model_max_length: int = 512,
+    normalization: str | None = "NFKC",
+    show_progress: bool = False,
+) -> PreTrainedTokenizerFast:
+    """Train a BPE tokenizer on `texts` (pass source and target sentences together for a joint
+    vocabulary) and wrap it as a `PreTrainedTokenizerFast` that appends `</s>` to every sequence.
+
+    `vocab_size` counts the special tokens; the vocabulary is smaller when the texts allow no
+    more merges of at least `min_frequency` occurrences. `normalization` is "NFKC", "NFC" or None.
+    """
+    if vocab_size <= len(SPECIAL_TOKENS):
+        raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
+    if min_frequency < 1:
+        raise ValueError(f"min_frequency must be >= 1, got {min_frequency}")
+    normalizer_classes = {"NFKC": normalizers.NFKC, "NFC": normalizers.NFC}
+    if normalization is not None and normalization not in normalizer_classes:
+        raise ValueError(f"normalization must be one of {sorted(normalizer_classes)} or None, got {normalization!r}")
+
+    counts = {"texts": 0, "non_empty": 0}
+
+    def checked(stream):
+        for text in stream:
+            if not isinstance(text, str):
+                raise ValueError(f"texts must be strings, got {type(text).__name__}")
+            counts["texts"] += 1
+            counts["non_empty"] += bool(text.strip())
+            yield text
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    if normalization is not None:
+        tokenizer.normalizer = normalizer_classes[normalization]()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")]
+    )
+    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS),
+        show_progress=show_progress,
+    )
+    tokenizer.train_from_iterator(checked(texts), trainer=trainer)
+    if counts["non_empty"] == 0:
+        raise ValueError(f"no non-empty training text (got {counts['texts']} texts)")
+    eos_id = tokenizer.token_to_id("</s>")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="$A </s>", pair="$A:0 </s>:0 $B:1 </s>:1", special_tokens=[("</s>", eos_id)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token="<pad>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        model_max_length=model_max_length,
+        padding_side="right",
+        truncation_side="right",
+        clean_up_tokenization_spaces=False,
+        model_input_names=["input_ids", "attention_mask"],
+    )
