@@ -28,7 +28,7 @@ use 1-based heads with 0 for the root.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -102,7 +102,7 @@ class SyntheticExample:
     source_tree: str  # bracketed constituency tree whose leaves are the source words
     target_heads: list[int]
     target_deprels: list[str]
-    alignment: list[int] = field(default_factory=list)  # source index of each target token, -1 for particles
+    alignment: list[int]  # source index of each target token, -1 for particles
 
 
 def target_from_tree(words: list[str], heads: list[int], deprels: list[str]):
