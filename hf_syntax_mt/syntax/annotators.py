@@ -1,0 +1,240 @@
+"""Parsers behind one interface: ``annotator.annotate(texts) -> list[Annotation]``.
+
+Annotators are defined by their settings only: they pickle, compare and hash by settings (so the
+``datasets`` cache fingerprint of a ``map`` using them is stable across runs and processes), and
+they load their parser lazily, once per process, on the first ``annotate`` call.
+``annotator.to_dict()`` / ``load_annotator(d)`` round-trip the settings (e.g. via
+``config.parser``).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from pathlib import Path
+from typing import Optional, Sequence, Union
+
+from .annotation import Annotation, annotation_from_spacy, annotation_from_stanza, empty_annotation, read_conllu
+
+
+class Annotator:
+    """Base class. Subclasses define ``name``, ``settings()`` and ``_annotate(texts)``."""
+
+    name = "base"
+
+    def settings(self) -> dict:
+        raise NotImplementedError
+
+    def _annotate(self, texts: list[str]) -> list[Annotation]:
+        raise NotImplementedError
+
+    def annotate(self, texts: Union[str, Sequence[str]]) -> list[Annotation]:
+        """Parse ``texts``; empty or whitespace-only texts give an annotation without words."""
+        if isinstance(texts, str):
+            texts = [texts]
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise ValueError(f"text {i} is {type(t).__name__}, expected str")
+        todo = [t for t in texts if t.strip()]
+        parsed = self._annotate(todo) if todo else []
+        if len(parsed) != len(todo):
+            raise ValueError(f"{type(self).__name__} returned {len(parsed)} annotations for {len(todo)} texts")
+        parsed = iter(parsed)
+        return [next(parsed) if t.strip() else empty_annotation(t) for t in texts]
+
+    def to_dict(self) -> dict:
+        return {"type": self.name, **self.settings()}
+
+    def _fingerprint(self) -> tuple:
+        """Settings plus anything else that changes the parses (e.g. the model version)."""
+        return (type(self).__name__, tuple(sorted(self.settings().items())))
+
+    def __getstate__(self):
+        return {"settings": self.settings(), "fingerprint": self._fingerprint()}
+
+    def __setstate__(self, state):
+        self.__init__(**state["settings"])
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self._fingerprint() == other._fingerprint()
+
+    def __hash__(self):
+        return hash(self._fingerprint())
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.settings().items())
+        return f"{type(self).__name__}({args})"
+
+
+def _package_version(name: str) -> Optional[str]:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class StanzaAnnotator(Annotator):
+    """Stanza pipeline (dependency + optional constituency parses).
+
+    Never downloads: models must already be in ``model_dir`` (stanza's default resources
+    directory if None); otherwise ``OSError`` explains how to download them. ``pretokenized``:
+    texts are whitespace-separated words (one sentence per line).
+    """
+
+    name = "stanza"
+
+    def __init__(
+        self,
+        lang: str,
+        processors: str = "tokenize,pos,lemma,depparse",
+        pretokenized: bool = False,
+        use_gpu: bool = False,
+        model_dir: Optional[str] = None,
+    ):
+        self.lang = lang
+        self.processors = processors
+        self.pretokenized = pretokenized
+        self.use_gpu = use_gpu
+        self.model_dir = None if model_dir is None else str(model_dir)
+        self._nlp = None
+
+    def settings(self) -> dict:
+        return {
+            "lang": self.lang,
+            "processors": self.processors,
+            "pretokenized": self.pretokenized,
+            "use_gpu": self.use_gpu,
+            "model_dir": self.model_dir,
+        }
+
+    def _fingerprint(self) -> tuple:
+        return super()._fingerprint() + (_package_version("stanza"),)
+
+    def _download_hint(self, model_dir: str) -> str:
+        return (
+            f"Stanza models for language {self.lang!r} (processors {self.processors!r}) were not found in "
+            f"{model_dir}. Download them once (needs internet) with:\n"
+            f"    python -c \"import stanza; stanza.download('{self.lang}', processors='{self.processors}', "
+            f"model_dir='{model_dir}')\""
+        )
+
+    def _load(self):
+        try:
+            import stanza
+            from stanza.resources.common import DEFAULT_MODEL_DIR
+        except ImportError:
+            raise ImportError("StanzaAnnotator needs stanza: pip install stanza") from None
+        model_dir = self.model_dir or os.environ.get("STANZA_RESOURCES_DIR") or DEFAULT_MODEL_DIR
+        if not (Path(model_dir) / "resources.json").is_file() or not (Path(model_dir) / self.lang).is_dir():
+            raise OSError(self._download_hint(model_dir))
+        try:
+            return stanza.Pipeline(
+                lang=self.lang,
+                processors=self.processors,
+                tokenize_pretokenized=self.pretokenized,
+                use_gpu=self.use_gpu,
+                dir=model_dir,
+                download_method=None,
+                logging_level="WARN",
+            )
+        except (FileNotFoundError, ValueError, KeyError) as err:
+            raise OSError(f"{self._download_hint(model_dir)}\n(stanza said: {err})") from err
+
+    def _annotate(self, texts: list[str]) -> list[Annotation]:
+        if self._nlp is None:
+            self._nlp = self._load()
+        docs = self._nlp.bulk_process(texts)
+        return [annotation_from_stanza(doc, text) for doc, text in zip(docs, texts)]
+
+
+class SpacyAnnotator(Annotator):
+    """Any installed spaCy pipeline with a dependency parser, e.g. GiNZA ``ja_ginza`` (offline).
+
+    ``disable`` lists pipeline components to switch off for speed (the parse only needs the
+    tokenizer, ``tok2vec`` and ``parser``); ``batch_size`` is passed to ``nlp.pipe``.
+    """
+
+    name = "spacy"
+
+    def __init__(self, model: str = "ja_ginza", disable: Sequence[str] = (), batch_size: int = 256):
+        self.model = model
+        self.disable = tuple(disable)
+        self.batch_size = batch_size
+        self._nlp = None
+
+    def settings(self) -> dict:
+        return {"model": self.model, "disable": list(self.disable), "batch_size": self.batch_size}
+
+    def _fingerprint(self) -> tuple:
+        settings = dict(self.settings(), disable=self.disable)
+        settings.pop("batch_size")  # does not change the parses
+        return (type(self).__name__, tuple(sorted(settings.items())), _package_version(self.model.replace("_", "-")))
+
+    def _load(self):
+        try:
+            import spacy
+        except ImportError:
+            raise ImportError("SpacyAnnotator needs spaCy: pip install spacy") from None
+        try:
+            return spacy.load(self.model, disable=list(self.disable))
+        except OSError as err:
+            raise ImportError(
+                f"spaCy pipeline {self.model!r} is not installed: pip install {self.model.replace('_', '-')} "
+                f"(or python -m spacy download {self.model})"
+            ) from err
+
+    def _annotate(self, texts: list[str]) -> list[Annotation]:
+        if self._nlp is None:
+            self._nlp = self._load()
+        return [annotation_from_spacy(doc) for doc in self._nlp.pipe(texts, batch_size=self.batch_size)]
+
+
+class PreParsedAnnotator(Annotator):
+    """Looks texts up among existing annotations (gold treebanks, parses made elsewhere).
+
+    A text matches an annotation with the same text, ignoring leading/trailing whitespace;
+    an unknown text raises ``ValueError``.
+    """
+
+    name = "preparsed"
+
+    def __init__(self, annotations: Sequence[Annotation]):
+        self.annotations = list(annotations)
+        self._index = {a.text.strip(): a for a in self.annotations}
+
+    @classmethod
+    def from_conllu(cls, source: Union[str, Path], trees: Optional[Sequence] = None) -> "PreParsedAnnotator":
+        """From a CoNLL-U file or string (+ optional bracketed trees, one per sentence)."""
+        return cls(read_conllu(source, trees=trees))
+
+    def settings(self) -> dict:
+        return {"annotations": self.annotations}
+
+    def _fingerprint(self) -> tuple:
+        return (type(self).__name__, tuple(repr(a) for a in self.annotations))
+
+    def to_dict(self) -> dict:
+        raise ValueError("a PreParsedAnnotator cannot be recorded in a config; it holds its parses")
+
+    def _annotate(self, texts: list[str]) -> list[Annotation]:
+        out = []
+        for t in texts:
+            a = self._index.get(t.strip())
+            if a is None:
+                raise ValueError(f"no pre-parsed annotation for text {t[:80]!r}")
+            out.append(a)
+        return out
+
+
+ANNOTATORS = {cls.name: cls for cls in (StanzaAnnotator, SpacyAnnotator)}
+
+
+def load_annotator(spec: Union[None, dict, Annotator]) -> Optional[Annotator]:
+    """Build an annotator from ``annotator.to_dict()`` output (e.g. ``config.parser``)."""
+    if spec is None or isinstance(spec, Annotator):
+        return spec
+    spec = dict(spec)
+    kind = spec.pop("type", None)
+    if kind not in ANNOTATORS:
+        raise ValueError(f"unknown parser type {kind!r}; expected one of {sorted(ANNOTATORS)}")
+    return ANNOTATORS[kind](**spec)
