@@ -1,0 +1,245 @@
+"""From raw text to model-ready syntax features: processor, ``datasets`` map function, collator.
+
+There is exactly one path from text to features, ``SyntaxFeatureProcessor``:
+parse (annotator) -> tokenize with offsets -> align words to subwords -> per-token features
+(``hf_syntax_mt.syntax.token_features``). ``add_syntax_features`` (for ``Dataset.map``), the
+pipeline and the CLI all call it; ``DataCollatorForSyntaxSeq2Seq`` pads its output.
+
+Features (SPEC §7): ``source_heads`` (B, n) and ``target_heads`` (B, m, aligned with ``labels``)
+hold the subword-level head index in the same row (root -> itself, -100 outside the tree);
+``source_distances`` (B, n) the syntactic distance of the gap after each token
+(``LARGE_DISTANCE`` next to special tokens and for padding).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Union
+
+import torch
+from transformers import BatchEncoding, DataCollatorForSeq2Seq
+
+from .syntax import IGNORE_INDEX, LARGE_DISTANCE, Annotation, Annotator, load_annotator, token_features
+
+SYNTAX_FEATURES = {"source_heads": IGNORE_INDEX, "source_distances": LARGE_DISTANCE, "target_heads": IGNORE_INDEX}
+"""Syntax feature names and their padding values."""
+
+
+class SyntaxFeatureProcessor:
+    """Turns raw texts (or pre-parsed ``Annotation``s) into ``input_ids`` + syntax features.
+
+    Args:
+        tokenizer: a fast tokenizer (offsets are needed for the alignment).
+        annotator: parses source texts (any ``Annotator``, or its ``to_dict()``); not needed when
+            annotations are passed in or no source feature is needed.
+        needs_source_heads / needs_source_distances / needs_target_heads: which features to build.
+        target_annotator: parses target texts (needed for ``target_heads``).
+        max_source_length / max_target_length: truncation; features are cut with the tokens.
+        distance_source: "auto" (constituency trees when the parser gives them, else derived from
+            the dependency tree), "constituency" or "dependency".
+    """
+
+    def __init__(
+        self,
+        tokenizer,
+        annotator: Union[None, dict, Annotator] = None,
+        *,
+        needs_source_heads: bool = True,
+        needs_source_distances: bool = False,
+        needs_target_heads: bool = False,
+        target_annotator: Union[None, dict, Annotator] = None,
+        max_source_length: Optional[int] = None,
+        max_target_length: Optional[int] = None,
+        distance_source: str = "auto",
+    ):
+        if not getattr(tokenizer, "is_fast", False):
+            raise ValueError("SyntaxFeatureProcessor needs a fast tokenizer (offset mappings align parser words)")
+        self.tokenizer = tokenizer
+        self.annotator = load_annotator(annotator)
+        self.target_annotator = load_annotator(target_annotator)
+        self.needs_source_heads = needs_source_heads
+        self.needs_source_distances = needs_source_distances
+        self.needs_target_heads = needs_target_heads
+        self.max_source_length = max_source_length
+        self.max_target_length = max_target_length
+        self.distance_source = distance_source
+
+    @classmethod
+    def from_config(cls, config, tokenizer, annotator=None, **kwargs) -> "SyntaxFeatureProcessor":
+        """Features as ``config.needs_*`` asks; the annotator defaults to ``config.parser``."""
+        return cls(
+            tokenizer,
+            annotator if annotator is not None else getattr(config, "parser", None),
+            needs_source_heads=config.needs_source_heads,
+            needs_source_distances=config.needs_source_distances,
+            needs_target_heads=config.needs_target_heads,
+            **kwargs,
+        )
+
+    @property
+    def needs_source_parse(self) -> bool:
+        return self.needs_source_heads or self.needs_source_distances
+
+    def _annotations(self, texts, annotations, annotator, side: str) -> list[Annotation]:
+        if annotations is not None:
+            if texts is not None and len(texts) != len(annotations):
+                raise ValueError(f"{len(texts)} {side} texts but {len(annotations)} {side} annotations")
+            return list(annotations)
+        if annotator is None:
+            raise ValueError(f"{side} syntax features are needed but no {side} annotator (parser) was given")
+        return annotator.annotate(texts)
+
+    def _encode(self, texts, annotations, *, target: bool, heads: bool, distances: bool, max_length) -> dict:
+        """Tokenize one side and attach its features (lists, unpadded)."""
+        kwargs = dict(truncation=max_length is not None, max_length=max_length)
+        if annotations is not None:
+            texts = [a.text for a in annotations]
+        if not (heads or distances):
+            return dict(self.tokenizer(text_target=texts, **kwargs) if target else self.tokenizer(texts, **kwargs))
+        kwargs.update(return_offsets_mapping=True, return_special_tokens_mask=True)
+        enc = self.tokenizer(text_target=texts, **kwargs) if target else self.tokenizer(texts, **kwargs)
+        offsets, special = enc.pop("offset_mapping"), enc.pop("special_tokens_mask")
+        out = dict(enc)
+        prefix = "target" if target else "source"
+        feats = [
+            token_features(a, o, s, heads=heads, distances=distances, distance_source=self.distance_source)
+            for a, o, s in zip(annotations, offsets, special)
+        ]
+        if heads:
+            out[f"{prefix}_heads"] = [f["heads"] for f in feats]
+        if distances:
+            out[f"{prefix}_distances"] = [f["distances"] for f in feats]
+        return out
+
+    def __call__(
+        self,
+        text: Union[None, str, Sequence[str]] = None,
+        text_target: Union[None, str, Sequence[str]] = None,
+        *,
+        annotations: Optional[Sequence[Annotation]] = None,
+        target_annotations: Optional[Sequence[Annotation]] = None,
+        return_tensors: Optional[str] = "pt",
+    ) -> BatchEncoding:
+        """Encode a batch. ``return_tensors="pt"`` pads (as ``DataCollatorForSyntaxSeq2Seq``) and
+        returns tensors; ``None`` returns unpadded lists (what ``Dataset.map`` stores)."""
+        if isinstance(text, str):
+            text = [text]
+        if isinstance(text_target, str):
+            text_target = [text_target]
+        if text is None and annotations is None:
+            raise ValueError("give source texts or source annotations")
+        if annotations is not None or self.needs_source_parse:
+            annotations = self._annotations(text, annotations, self.annotator, "source")
+        out = self._encode(
+            text,
+            annotations,
+            target=False,
+            heads=self.needs_source_heads,
+            distances=self.needs_source_distances,
+            max_length=self.max_source_length,
+        )
+        if text_target is not None or target_annotations is not None:
+            if self.needs_target_heads:
+                target_annotations = self._annotations(text_target, target_annotations, self.target_annotator, "target")
+            target = self._encode(
+                text_target,
+                target_annotations,
+                target=True,
+                heads=self.needs_target_heads,
+                distances=False,
+                max_length=self.max_target_length,
+            )
+            out["labels"] = target.pop("input_ids")
+            if "target_heads" in target:
+                out["target_heads"] = target["target_heads"]
+        if return_tensors is None:
+            return BatchEncoding(out)
+        if return_tensors != "pt":
+            raise ValueError(f"return_tensors must be 'pt' or None, not {return_tensors!r}")
+        rows = [{k: v[i] for k, v in out.items()} for i in range(len(out["input_ids"]))]
+        batch = DataCollatorForSyntaxSeq2Seq(self.tokenizer)(rows)
+        return BatchEncoding({k: v for k, v in batch.items() if v is not None})
+
+
+def _column(batch: dict, name: str) -> list:
+    """A batch column; ``"translation.ja"`` reads the ``ja`` field of a ``translation`` column."""
+    if name in batch:
+        return list(batch[name])
+    outer, _, inner = name.partition(".")
+    if inner and outer in batch:
+        return [row[inner] for row in batch[outer]]
+    raise KeyError(f"column {name!r} not in the batch (columns: {sorted(batch)})")
+
+
+def add_syntax_features(
+    batch: dict,
+    tokenizer,
+    annotator: Union[None, dict, Annotator] = None,
+    source_column: str = "source",
+    target_column: Optional[str] = "target",
+    max_source_length: Optional[int] = None,
+    max_target_length: Optional[int] = None,
+    source_heads: bool = True,
+    source_distances: bool = False,
+    target_heads: bool = False,
+    target_annotator: Union[None, dict, Annotator] = None,
+    distance_source: str = "auto",
+) -> dict:
+    """``Dataset.map(add_syntax_features, batched=True, fn_kwargs={...})``: tokenize the source
+    (and the target as ``labels``), parse, align and attach the requested syntax features.
+
+    Annotators pickle and hash by their settings and load their parser lazily in each process,
+    so ``num_proc > 1`` works and an identical second run is served from the ``datasets`` cache
+    without parsing. Set ``target_column=None`` for source-only data.
+    """
+    processor = SyntaxFeatureProcessor(
+        tokenizer,
+        annotator,
+        needs_source_heads=source_heads,
+        needs_source_distances=source_distances,
+        needs_target_heads=target_heads,
+        target_annotator=target_annotator,
+        max_source_length=max_source_length,
+        max_target_length=max_target_length,
+        distance_source=distance_source,
+    )
+    targets = _column(batch, target_column) if target_column is not None else None
+    return dict(processor(_column(batch, source_column), targets, return_tensors=None))
+
+
+@dataclass
+class DataCollatorForSyntaxSeq2Seq(DataCollatorForSeq2Seq):
+    """``DataCollatorForSeq2Seq`` that also pads the syntax features, on the same side as the
+    tokens: ``source_heads`` and ``target_heads`` with -100, ``source_distances`` with
+    ``LARGE_DISTANCE``. Source features are padded to ``input_ids``, ``target_heads`` to ``labels``;
+    with left padding the head indices are shifted by the padding length.
+    """
+
+    def __call__(self, features, return_tensors=None):
+        if (return_tensors or self.return_tensors) != "pt":
+            raise ValueError("DataCollatorForSyntaxSeq2Seq returns PyTorch tensors only (return_tensors='pt')")
+        names = [name for name in SYNTAX_FEATURES if name in features[0]]
+        syntax = {name: [list(f[name]) for f in features] for name in names}
+        features = [{k: v for k, v in f.items() if k not in SYNTAX_FEATURES} for f in features]
+        for name, rows in syntax.items():
+            reference = "labels" if name.startswith("target") else "input_ids"
+            for i, (row, f) in enumerate(zip(rows, features)):
+                if len(row) != len(f[reference]):
+                    raise ValueError(f"example {i}: {name} has {len(row)} entries but {reference} has {len(f[reference])}")
+        batch = super().__call__(features, return_tensors="pt")
+        side = self.tokenizer.padding_side
+        for name, rows in syntax.items():
+            length = batch["labels" if name.startswith("target") else "input_ids"].shape[1]
+            value = SYNTAX_FEATURES[name]
+            padded = []
+            for row in rows:
+                pad = [value] * (length - len(row))
+                if side == "right":
+                    padded.append(row + pad)
+                elif name.endswith("heads"):  # head indices move with left padding
+                    padded.append(pad + [h if h == IGNORE_INDEX else h + len(pad) for h in row])
+                else:
+                    padded.append(pad + row)
+            dtype = torch.float32 if name == "source_distances" else torch.long
+            batch[name] = torch.tensor(padded, dtype=dtype)
+        return batch
