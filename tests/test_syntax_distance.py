@@ -1,0 +1,170 @@
+"""Syntactic distance (seed 003 Algorithm 1), local ranges (Algorithm 2), dependency-derived distance."""
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hf_syntax_mt.syntax import (
+    LARGE_DISTANCE,
+    SENTENCE_DISTANCE,
+    dependency_to_distance,
+    fill_subword_distances,
+    local_range_mask,
+    parse_bracketed,
+    syntactic_distance,
+    tree_leaves,
+    tree_to_bracketed,
+)
+
+FIG1 = "(S (NP I) (VP swim (PP across (NP the river))) .)"
+WORDS = ["I", "swim", "across", "the", "river", "."]
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+
+def test_fig1_distance_and_local_range_of_across():
+    d = syntactic_distance(FIG1)
+    assert d == [4, 3, 2, 1, 4]
+    g = local_range_mask(d)
+    assert [w for w, on in zip(WORDS, g[2]) if on] == ["swim", "across", "the", "river"]
+    assert g.shape == (6, 6) and g.dtype == bool
+    assert np.diag(g).all() and all(g[i, i + 1] and g[i + 1, i] for i in range(5))
+
+
+def test_preterminals_and_unary_chains_do_not_change_distance():
+    with_pos = "(ROOT (S (NP (PRP I)) (VP (VBP swim) (PP (IN across) (NP (DT the) (NN river)))) (. .)))"
+    assert syntactic_distance(with_pos) == [4, 3, 2, 1, 4]
+    assert tree_leaves(with_pos) == WORDS
+    assert syntactic_distance("(S word)") == [] and syntactic_distance("( (S (A a) (B b)))") == [1]
+
+
+def test_stanza_and_nltk_trees():
+    from stanza.models.constituency.tree_reader import read_trees
+
+    stanza_tree = read_trees("(ROOT (S (NP (PRP I)) (VP (VBP swim) (PP (IN across) (NP (DT the) (NN river)))) (. .)))")[0]
+    assert syntactic_distance(stanza_tree) == [4, 3, 2, 1, 4]
+    assert tree_leaves(stanza_tree) == WORDS
+    nltk = pytest.importorskip("nltk")
+    nltk_tree = nltk.Tree.fromstring(FIG1)
+    assert syntactic_distance(nltk_tree) == [4, 3, 2, 1, 4]
+    assert tree_to_bracketed(nltk_tree) == FIG1
+
+
+@pytest.mark.parametrize("bad", ["", "I swim", "(S (NP I)", "(S I))", "(S I) (S you)"])
+def test_bad_brackets(bad):
+    with pytest.raises(ValueError):
+        parse_bracketed(bad)
+
+
+@pytest.mark.skipif(not (SHARED / "data" / "nltk_treebank" / "treebank.zip").is_file(), reason="../shared absent")
+def test_ptb_sample_trees_give_n_minus_1_distances():
+    with zipfile.ZipFile(SHARED / "data" / "nltk_treebank" / "treebank.zip") as z:
+        name = next(n for n in z.namelist() if n.endswith(".mrg"))
+        text = z.read(name).decode("utf-8")
+    trees, depth, start = [], 0, None
+    for i, ch in enumerate(text):  # split the file into top-level bracketed trees
+        if ch == "(":
+            start = i if depth == 0 else start
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                trees.append(text[start:i + 1])
+    assert trees
+    for t in trees:
+        d = syntactic_distance(t)
+        assert len(d) == len(tree_leaves(t)) - 1 and min(d, default=1) >= 1
+
+
+def test_dependency_to_distance_example_and_forest():
+    # My father bought a red car . -> heights: father 1, car 1, bought 2
+    assert dependency_to_distance([1, 2, 2, 5, 5, 2, 2]) == [1, 2, 2, 1, 1, 2]
+    assert dependency_to_distance([1, 1, 2]) == [1, SENTENCE_DISTANCE]
+    assert dependency_to_distance([0]) == []
+
+
+def test_dependency_to_distance_non_projective():
+    # a b c d: a→c, b→d, c root, d→c (arc a→c crosses b→d); LCA(a,b)=c, LCA(b,c)=c, LCA(c,d)=c
+    assert dependency_to_distance([2, 3, 2, 2]) == [2, 2, 2]
+
+
+def test_fill_subword_distances():
+    # words: w0 w1 | w2 (2nd sentence); tokens: w0a w0b w1 w2 </s>
+    word_d = [3.0, SENTENCE_DISTANCE]
+    out = fill_subword_distances(word_d, [0, 0, 1, 2, None], [0, 0, 1])
+    assert out == [1.0, 4.0, SENTENCE_DISTANCE, LARGE_DISTANCE, LARGE_DISTANCE]
+    # a word without tokens in between: the gap takes the max of the word gaps it spans
+    assert fill_subword_distances([1.0, 5.0, 2.0], [0, 2, 3], [0, 0, 0, 0])[:2] == [6.0, 3.0]
+    assert fill_subword_distances([], [None, None], None) == [LARGE_DISTANCE] * 2
+
+
+# ---------------------------------------------------------------------------------------------
+# property tests
+
+
+@st.composite
+def projective_trees(draw, max_words=12):
+    """A random projective dependency tree built by recursive splitting of a span."""
+    n = draw(st.integers(1, max_words))
+    heads = [None] * n
+
+    def build(lo, hi, parent):
+        h = draw(st.integers(lo, hi - 1))
+        heads[h] = h if parent is None else parent
+        cuts_left = sorted(draw(st.sets(st.integers(lo + 1, h), max_size=2))) if h > lo else []
+        cuts_right = sorted(draw(st.sets(st.integers(h + 2, hi), max_size=2))) if h + 1 < hi else []
+        for a, b in zip([lo] + cuts_left, cuts_left + [h]):
+            if a < b:
+                build(a, b, h)
+        for a, b in zip([h + 1] + cuts_right, cuts_right + [hi]):
+            if a < b:
+                build(a, b, h)
+
+    build(0, n, None)
+    return heads
+
+
+def _derived_bracketed(heads):
+    """The constituency tree of SPEC §6: each head with its dependents' subtrees, in word order."""
+    deps = {i: [d for d in range(len(heads)) if heads[d] == i and d != i] for i in range(len(heads))}
+
+    def node(i):
+        if not deps[i]:
+            return f"w{i}"
+        parts = [node(d) if d != i else f"w{i}" for d in sorted(deps[i] + [i])]
+        return "(X " + " ".join(parts) + ")"
+
+    root = next(i for i in range(len(heads)) if heads[i] == i)
+    tree = node(root)
+    return tree if tree.startswith("(") else f"(X {tree})"
+
+
+@settings(max_examples=100, deadline=None)
+@given(projective_trees())
+def test_dependency_distance_equals_algorithm1_on_derived_tree(heads):
+    d = dependency_to_distance(heads)
+    tree = _derived_bracketed(heads)
+    assert tree_leaves(tree) == [f"w{i}" for i in range(len(heads))]
+    assert d == syntactic_distance(tree)
+    assert len(d) == len(heads) - 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 6), min_size=0, max_size=15))
+def test_local_range_properties(d):
+    g = local_range_mask(d)
+    n = len(d) + 1
+    assert g.shape == (n, n)
+    for i in range(n):
+        row = np.nonzero(g[i])[0]
+        assert (np.diff(row) == 1).all() and g[i, i]  # one contiguous range containing i
+        for j in range(n):  # brute force of Algorithm 2
+            inside = True
+            if j < i - 1:
+                inside = all(d[t] <= d[i - 1] for t in range(j, i - 1))
+            elif j > i + 1:
+                inside = all(d[t] <= d[i] for t in range(i + 1, j))
+            assert g[i, j] == inside
