@@ -215,8 +215,8 @@ class SyntaxMTConfig(PretrainedConfig):
 
     @property
     def needs_source_heads(self):
-        """Whether `forward` needs `source_heads` (dependency relations, or DBSA-enc training)."""
-        return self.dependency_relations is not None
+        """Whether training needs `source_heads` (dependency relations, or the DBSA-enc parse loss)."""
+        return self.dependency_relations is not None or self.dbsa_encoder_layer is not None
 
     @property
     def needs_source_distances(self):
@@ -229,9 +229,9 @@ class SyntaxMTConfig(PretrainedConfig):
         return self.dbsa_decoder_layer is not None
 
     @property
-    def trains_source_parse_head(self):
-        """Whether training needs `source_heads` for the encoder parse loss (DBSA-enc)."""
-        return self.dbsa_encoder_layer is not None
+    def needs_parser_at_inference(self):
+        """Whether translating needs the source parsed (dependency relations or SLA); DBSA does not."""
+        return self.dependency_relations is not None or bool(self.sla_layers)
 
     @classmethod
     def from_preset(cls, name, **overrides):

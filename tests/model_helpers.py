@@ -1,0 +1,75 @@
+"""Small shared builders for the model tests (tiny configs, random trees and features)."""
+
+import random
+
+import torch
+
+from hf_syntax_mt import PRESETS, SyntaxMTConfig
+
+TINY = dict(
+    vocab_size=40,
+    d_model=32,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=4,
+    decoder_attention_heads=4,
+    encoder_ffn_dim=64,
+    decoder_ffn_dim=64,
+    dropout=0.0,
+    max_position_embeddings=256,
+)
+
+# "My father bought a red car ." (SPEC §3): My→father, father→bought, bought=root, a→car, red→car,
+# car→bought, .→bought
+EXAMPLE_HEADS = [1, 2, 2, 5, 5, 2, 2]
+
+
+def tiny_config(preset="transformer_abs", **overrides):
+    return SyntaxMTConfig.from_preset(preset, **{**TINY, **overrides})
+
+
+def random_heads(length, rng):
+    """A random projective-or-not dependency tree over `length` words: root -> itself."""
+    order = list(range(length))
+    rng.shuffle(order)
+    heads = [0] * length
+    heads[order[0]] = order[0]
+    for position, token in enumerate(order[1:], start=1):
+        heads[token] = order[rng.randrange(position)]
+    return heads
+
+
+def random_batch(lengths, seed=0, vocab_size=40, eos_token_id=1, pad_token_id=0):
+    """Padded ids, mask, source_heads (eos and padding -100), source_distances (2000 at eos/padding)."""
+    rng = random.Random(seed)
+    width = max(lengths)
+    input_ids = torch.full((len(lengths), width), pad_token_id)
+    attention_mask = torch.zeros(len(lengths), width, dtype=torch.long)
+    source_heads = torch.full((len(lengths), width), -100)
+    source_distances = torch.full((len(lengths), width), 2000.0)
+    for row, length in enumerate(lengths):
+        words = length - 1
+        input_ids[row, :words] = torch.tensor([rng.randrange(3, vocab_size) for _ in range(words)])
+        input_ids[row, words] = eos_token_id
+        attention_mask[row, :length] = 1
+        source_heads[row, :words] = torch.tensor(random_heads(words, rng))
+        source_distances[row, : words - 1] = torch.tensor([float(rng.randint(1, 6)) for _ in range(words - 1)])
+    return dict(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        source_heads=source_heads,
+        source_distances=source_distances,
+    )
+
+
+def syntax_kwargs(config, batch):
+    """The syntax features a config consumes (in generate and forward)."""
+    kwargs = {}
+    if config.needs_source_heads:
+        kwargs["source_heads"] = batch["source_heads"]
+    if config.needs_source_distances:
+        kwargs["source_distances"] = batch["source_distances"]
+    return kwargs
+
+
+ALL_PRESETS = list(PRESETS)
