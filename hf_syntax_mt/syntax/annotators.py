@@ -167,7 +167,6 @@ class SpacyAnnotator(Annotator):
 
     def _fingerprint(self) -> tuple:
         settings = dict(self.settings(), disable=self.disable)
-        settings.pop("batch_size")  # does not change the parses
         return (type(self).__name__, tuple(sorted(settings.items())), _package_version(self.model.replace("_", "-")))
 
     def _load(self):
