@@ -203,8 +203,9 @@ def add_syntax_features(
         max_target_length=max_target_length,
         distance_source=distance_source,
     )
+    sources = _column(batch, source_column)
     targets = _column(batch, target_column) if target_column is not None else None
-    return dict(processor(_column(batch, source_column), targets, return_tensors=None))
+    return dict(processor(sources, targets, return_tensors=None))
 
 
 @dataclass
