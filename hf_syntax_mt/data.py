@@ -91,7 +91,8 @@ class SyntaxFeatureProcessor:
 
     def _encode(self, texts, annotations, *, target: bool, heads: bool, distances: bool, max_length) -> dict:
         """Tokenize one side and attach its features (lists, unpadded)."""
-        kwargs = dict(truncation=max_length is not None, max_length=max_length)
+        # no token_type_ids: generate() would treat them as a decoder-length input
+        kwargs = dict(truncation=max_length is not None, max_length=max_length, return_token_type_ids=False)
         if annotations is not None:
             texts = [a.text for a in annotations]
         if not (heads or distances):

@@ -11,6 +11,7 @@ from hf_syntax_mt.syntax import (
     PreParsedAnnotator,
     SpacyAnnotator,
     StanzaAnnotator,
+    annotation_from_spacy,
     annotation_from_stanza,
     load_annotator,
     merge_annotations,
@@ -217,6 +218,13 @@ def test_ginza_parses_japanese(ginza):
     head_words = [a.words[h] for h in a.heads]
     assert head_words == ["買っ", "私", "車", "買っ", "車", "買っ", "買っ", "買っ"]
     assert [a.text[s:e] for s, e in a.spans] == a.words
+
+
+def test_spacy_pipeline_without_parser(ginza):
+    from spacy.tokens import Doc
+
+    with pytest.raises(ValueError, match="no dependency parse"):
+        annotation_from_spacy(Doc(ginza._nlp.vocab, words=["猫", "だ"]))
 
 
 def test_ginza_multi_sentence_and_spaces(ginza):

@@ -15,6 +15,7 @@ from .distance import (
     tree_leaves,
     tree_to_bracketed,
 )
+from .evaluation import attachment_scores
 from .trees import (
     IGNORE_INDEX,
     depths,
@@ -38,6 +39,7 @@ __all__ = [
     "StanzaAnnotator",
     "align_tokens_to_words",
     "annotation_from_spacy",
+    "attachment_scores",
     "annotation_from_stanza",
     "dependency_to_distance",
     "depths",

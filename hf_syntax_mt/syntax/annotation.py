@@ -217,6 +217,8 @@ def annotation_from_spacy(doc) -> Annotation:
     Whitespace tokens (``token.is_space``) are removed and their dependents re-attached to the
     nearest kept ancestor (``drop_words``).
     """
+    if len(doc) and not doc.has_annotation("DEP"):
+        raise ValueError("the spaCy Doc has no dependency parse: the pipeline needs an enabled 'parser' component")
     words, spans, heads, deprels, sentence_ids = [], [], [], [], []
     sent_of = {}
     for s, sent in enumerate(doc.sents):

@@ -18,7 +18,8 @@ from .annotation import Annotation, annotation_from_spacy, annotation_from_stanz
 
 
 class Annotator:
-    """Base class. Subclasses define ``name``, ``settings()`` and ``_annotate(texts)``."""
+    """Base class. Subclasses define ``name``, ``settings()`` (the keyword arguments of their
+    ``__init__``, which unpickling calls again) and ``_annotate(texts)``."""
 
     name = "base"
 
