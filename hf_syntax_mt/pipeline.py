@@ -1,0 +1,191 @@
+"""The `syntax-translation` pipeline: raw sentences in, `[{"translation_text": ...}]` out.
+
+    translate = pipeline("syntax-translation", model="path/to/model")   # after `import hf_syntax_mt`
+    translate(["A sentence .", "Another one ."], num_beams=4, batch_size=16)
+
+transformers v5 removed the `translation` task, so the pipeline is registered under its own task
+name. Steps per batch: parse the sources with the parser recorded in `config.parser` — only when
+`config.needs_parser_at_inference` (dependency relations, localized attention; DBSA-only and plain
+models need none) — or with an `annotator` / pre-parsed `annotations` passed in, build the features
+with `SyntaxFeatureProcessor` (the same path as training), `generate`, decode.
+
+Bad lines are reported and skipped, never fatal for the batch: an empty (or whitespace-only)
+line, or a line the parser cannot handle (e.g. a text missing from a `PreParsedAnnotator`), gives
+`{"translation_text": "", "error": "..."}` and a logged warning with its line number (0-based index
+in the call's input). A parser that is not installed raises `ImportError` naming the pip package
+when the pipeline is built; a model directory without a tokenizer raises `ValueError`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from typing import Optional, Sequence, Union
+
+from transformers import AutoModelForSeq2SeqLM, Pipeline
+from transformers.pipelines import PIPELINE_REGISTRY
+
+from .data import SyntaxFeatureProcessor
+from .syntax import Annotation, Annotator, load_annotator
+
+logger = logging.getLogger(__name__)
+
+TASK = "syntax-translation"
+
+
+def check_parser_installed(spec: Optional[dict]) -> None:
+    """Raise `ImportError` naming the pip package when the parser recorded in a config
+    (`annotator.to_dict()`) cannot be loaded here; does not load the parser's model."""
+    if not spec:
+        return
+    kind = spec.get("type")
+    if kind == "spacy":
+        if importlib.util.find_spec("spacy") is None:
+            raise ImportError("this model's parser needs spaCy: pip install spacy")
+        import spacy.util
+
+        model = spec.get("model", "")
+        if not (spacy.util.is_package(model) or importlib.util.find_spec(model) is not None):
+            raise ImportError(
+                f"this model's parser is the spaCy pipeline {model!r}, which is not installed: "
+                f"pip install {model.replace('_', '-')} (or python -m spacy download {model})"
+            )
+    elif kind == "stanza":
+        if importlib.util.find_spec("stanza") is None:
+            raise ImportError("this model's parser needs stanza: pip install stanza")
+
+
+class SyntaxTranslationPipeline(Pipeline):
+    """Translate raw sentences with a `SyntaxMTForConditionalGeneration` model (see module doc).
+
+    Args (at construction or per call):
+        annotator: an `Annotator` (or its dict) that replaces `config.parser`, e.g.
+            `PreParsedAnnotator.from_conllu(...)` for models trained on pre-parsed data.
+        annotations (per call): one pre-parsed `Annotation` per input sentence.
+        batch_size: sentences per `generate` call (default 8).
+        num_beams, max_length, max_new_tokens, ...: passed to `generate`.
+    """
+
+    _load_tokenizer = True
+    _pipeline_calls_generate = True
+
+    def __init__(self, *args, annotator: Union[None, dict, Annotator] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.tokenizer is None:
+            raise ValueError(
+                "the syntax-translation pipeline needs the model's tokenizer, but none was found or given; "
+                "save it next to the model (tokenizer.save_pretrained(model_dir)) or pass tokenizer=..."
+            )
+        config = self.model.config
+        self.needs_parser = bool(getattr(config, "needs_parser_at_inference", False))
+        self.annotator = load_annotator(annotator)
+        if self.annotator is None and self.needs_parser:
+            check_parser_installed(getattr(config, "parser", None))
+            self.annotator = load_annotator(getattr(config, "parser", None))
+        self.processor = SyntaxFeatureProcessor(
+            self.tokenizer,
+            self.annotator,
+            needs_source_heads=getattr(config, "dependency_relations", None) is not None,
+            needs_source_distances=bool(getattr(config, "needs_source_distances", False)),
+            needs_target_heads=False,
+        )
+
+    def _sanitize_parameters(self, annotator=None, **generate_kwargs):
+        if annotator is not None:
+            raise ValueError("pass `annotator` when building the pipeline: pipeline(..., annotator=...)")
+        return {}, generate_kwargs, {}
+
+    # One "input" of the base class is a batch: {"texts", "annotations", "offset"}.
+    def preprocess(self, batch):
+        texts, annotations, offset = batch["texts"], batch["annotations"], batch["offset"]
+        errors = {}
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ValueError(f"input {offset + i} is {type(text).__name__}, expected a string")
+            if not text.strip():
+                errors[i] = "empty input line"
+        keep = [i for i in range(len(texts)) if i not in errors]
+        if self.needs_parser and annotations is None:
+            if self.annotator is None:
+                raise ValueError(
+                    f"{self.model.config.preset or 'this model'} needs parsed sources but its config records no "
+                    "parser (it was trained on pre-parsed data): pass pipeline(..., annotator=PreParsedAnnotator(...)) "
+                    "or annotations=[...] per call"
+                )
+            parsed = self._parse([texts[i] for i in keep], keep, errors)
+        else:
+            parsed = None if annotations is None else [annotations[i] for i in keep]
+        if parsed is not None:
+            keep, parsed = [i for i, _ in parsed], [a for _, a in parsed]
+        model_inputs = {}
+        if keep:
+            model_inputs = dict(self.processor([texts[i] for i in keep], annotations=parsed, return_tensors="pt"))
+        for i, message in sorted(errors.items()):
+            logger.warning("line %d: %s; its translation is left empty", offset + i, message)
+        return {"model_inputs": model_inputs, "keep": keep, "size": len(texts), "errors": errors}
+
+    def _parse(self, texts, positions, errors):
+        """Parse a batch; if the parser rejects it (ValueError), parse line by line and record the
+        failing lines in `errors` so that the rest of the batch is still translated."""
+        try:
+            return list(zip(positions, self.annotator.annotate(texts)))
+        except ValueError:
+            pass
+        out = []
+        for position, text in zip(positions, texts):
+            try:
+                out.append((position, self.annotator.annotate([text])[0]))
+            except ValueError as err:
+                errors[position] = f"could not parse: {err}"
+        return out
+
+    def _forward(self, batch, **generate_kwargs):
+        generated = None
+        if batch["model_inputs"]:
+            inputs = {k: v for k, v in batch["model_inputs"].items() if k != "labels"}
+            generated = self.model.generate(**inputs, **self._prepare_generate_kwargs(generate_kwargs))
+        return {**batch, "generated": generated}
+
+    def postprocess(self, batch):
+        texts = [""] * batch["size"]
+        if batch["generated"] is not None:
+            decoded = self.tokenizer.batch_decode(batch["generated"], skip_special_tokens=True)
+            for i, text in zip(batch["keep"], decoded):
+                texts[i] = text.strip()
+        out = [{"translation_text": t} for t in texts]
+        for i, message in batch["errors"].items():
+            out[i]["error"] = message
+        return out
+
+    def __call__(self, inputs: Union[str, Sequence[str]], *, batch_size: Optional[int] = None,
+                 annotations: Optional[Sequence[Annotation]] = None, **kwargs) -> list[dict]:
+        """Translate one sentence or a list; returns one `{"translation_text": ...}` per sentence."""
+        texts = [inputs] if isinstance(inputs, str) else list(inputs)
+        if annotations is not None and len(annotations) != len(texts):
+            raise ValueError(f"{len(texts)} sentences but {len(annotations)} annotations")
+        batch_size = batch_size or self._batch_size or 8
+        forward_params = {**self._forward_params, **self._sanitize_parameters(**kwargs)[1]}
+        outputs = []
+        for start in range(0, len(texts), batch_size):
+            batch = {
+                "texts": texts[start : start + batch_size],
+                "annotations": None if annotations is None else annotations[start : start + batch_size],
+                "offset": start,
+            }
+            outputs.extend(self.run_single(batch, {}, forward_params, {}))
+        return outputs
+
+
+def register_pipeline() -> None:
+    """Register the `syntax-translation` task (done when `hf_syntax_mt.pipeline` is imported)."""
+    PIPELINE_REGISTRY.register_pipeline(
+        TASK,
+        pipeline_class=SyntaxTranslationPipeline,
+        pt_model=AutoModelForSeq2SeqLM,
+        type="text",
+    )
+
+
+register_pipeline()
+
+__all__ = ["SyntaxTranslationPipeline", "check_parser_installed", "register_pipeline", "TASK"]

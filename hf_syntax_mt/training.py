@@ -1,0 +1,725 @@
+"""Training syntax-aware NMT models with `Seq2SeqTrainer` (the API behind `training/train.py`).
+
+Modelled on HF's `examples/pytorch/translation/run_translation.py`, with three argument dataclasses
+for `HfArgumentParser`: `ModelArguments` (preset, config overrides, tokenizer, parser),
+`DataArguments` (hub dataset or local files, languages, lengths, metric tokenizer) and
+`SyntaxMTTrainingArguments` (`Seq2SeqTrainingArguments` with this package's recipe defaults).
+
+    train(model_args, data_args, training_args) -> TrainingResult
+
+1. data: a hub dataset (`datasets.load_dataset`) or local files — plain-text pairs given by a
+   prefix (`PREFIX.{source_lang}` / `PREFIX.{target_lang}`, one sentence a line), TSV
+   (`source<TAB>target`) or JSON lines (`{"translation": {src: .., tgt: ..}}` or flat keys);
+2. tokenizer: given (`--tokenizer_name`), taken from `--model_name_or_path`, or a joint BPE
+   trained on the training source + target text (`train_joint_bpe_tokenizer`), saved with the model;
+3. features: `Dataset.map(add_syntax_features)`, cached on disk (a re-run does not parse again);
+   the parser is `--parser stanza|<spaCy model>|preparsed|none`; its settings go to `config.parser`
+   so that the `syntax-translation` pipeline can re-create it (`preparsed` records `None`);
+4. `SyntaxMTSeq2SeqTrainer`: logs token_loss / encoder_parse_loss / decoder_parse_loss (means over
+   the logging window), evaluates in dataset order with `predict_with_generate` (BLEU + chrF from
+   `hf_syntax_mt.metrics`), keeps the best checkpoint by BLEU, resumes from checkpoints;
+5. output dir: model + generation config, tokenizer, code files for remote loading, training
+   arguments, `all_results.json`, and a model card (`README.md`, from `model_cards/TEMPLATE.md`).
+
+Learning rate: `lr_scheduler_type="inverse_sqrt"` with `warmup_steps=W` is linear warm-up to the
+peak over W steps, then lr · sqrt(W / step) (transformers' timescale defaults to W, so the decay
+is continuous at W: the schedule of Vaswani et al. / fairseq `inverse_sqrt`).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch.utils.data import SequentialSampler
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    HfArgumentParser,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+)
+from transformers.trainer_utils import IntervalStrategy, SaveStrategy, SchedulerType, get_last_checkpoint
+
+from .configuration_syntax_mt import SyntaxMTConfig
+from .data import DataCollatorForSyntaxSeq2Seq, add_syntax_features
+from .syntax import Annotator, PreParsedAnnotator, SpacyAnnotator, StanzaAnnotator, read_conllu
+
+logger = logging.getLogger(__name__)
+
+COMPONENT_LOSSES = ("token_loss", "encoder_parse_loss", "decoder_parse_loss")
+MODEL_CARD_TEMPLATE = Path(__file__).resolve().parents[1] / "model_cards" / "TEMPLATE.md"
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelArguments:
+    """What to train: preset + overrides (or an existing model), tokenizer, parser."""
+
+    preset: str = field(
+        default="transformer_abs",
+        metadata={"help": "Preset name(s) joined with '+', e.g. transformer_dep_rel+transformer_dbsa+transformer_sla"},
+    )
+    config_overrides: Optional[str] = field(
+        default=None,
+        metadata={"help": "Config overrides 'key=value,...', e.g. 'd_model=256,encoder_layers=3,sla_layers=[1,2]'"},
+    )
+    model_name_or_path: Optional[str] = field(
+        default=None, metadata={"help": "Continue from a saved SyntaxMT model instead of a fresh preset"}
+    )
+    tokenizer_name: Optional[str] = field(
+        default=None, metadata={"help": "Existing tokenizer; default: the model's, or a joint BPE trained on the data"}
+    )
+    vocab_size: int = field(default=8000, metadata={"help": "Size of the joint BPE vocabulary trained on the data"})
+    parser: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "Source parser: 'stanza', a spaCy pipeline name (e.g. ja_ginza), 'preparsed' (CoNLL-U next to "
+            "the data: <source file>.conllu and optional <source file>.tree) or 'none'. Default: none unless the "
+            "preset needs syntax."
+        },
+    )
+    parser_lang: Optional[str] = field(default=None, metadata={"help": "Language of the stanza parser (default: source_lang)"})
+    parser_pretokenized: bool = field(
+        default=False, metadata={"help": "stanza: the text is whitespace-tokenized, one sentence a line"}
+    )
+    parser_disable: Optional[str] = field(
+        default=None, metadata={"help": "spaCy: comma-separated pipeline components to disable (e.g. ner)"}
+    )
+    parser_model_dir: Optional[str] = field(default=None, metadata={"help": "stanza: model directory"})
+    target_parser: Optional[str] = field(
+        default=None, metadata={"help": "Target parser for the DBSA decoder parse loss (same syntax as --parser)"}
+    )
+    target_parser_lang: Optional[str] = field(default=None, metadata={"help": "Language of a stanza target parser"})
+    distance_source: str = field(
+        default="auto",
+        metadata={"help": "SLA distances from 'constituency' trees, the 'dependency' tree, or 'auto' (trees if any)"},
+    )
+
+
+@dataclass
+class DataArguments:
+    """Where the sentence pairs come from and how they are cut and scored."""
+
+    dataset_name: Optional[str] = field(default=None, metadata={"help": "Hub dataset name (datasets.load_dataset)"})
+    dataset_config_name: Optional[str] = field(default=None, metadata={"help": "Hub dataset configuration"})
+    source_lang: str = field(default="src", metadata={"help": "Source language code / file suffix"})
+    target_lang: str = field(default="tgt", metadata={"help": "Target language code / file suffix"})
+    train_file: Optional[str] = field(
+        default=None,
+        metadata={"help": "Local training data: a .tsv, a .json/.jsonl, or a prefix P of P.<source_lang> + P.<target_lang>"},
+    )
+    validation_file: Optional[str] = field(default=None, metadata={"help": "Local dev data (same formats)"})
+    test_file: Optional[str] = field(default=None, metadata={"help": "Local test data (same formats)"})
+    max_source_length: int = field(default=128, metadata={"help": "Source truncation length (subwords)"})
+    max_target_length: int = field(default=128, metadata={"help": "Target truncation and generation length"})
+    max_train_samples: Optional[int] = field(default=None, metadata={"help": "Use only the first N training pairs"})
+    max_eval_samples: Optional[int] = field(default=None, metadata={"help": "Use only the first N dev pairs"})
+    max_predict_samples: Optional[int] = field(default=None, metadata={"help": "Use only the first N test pairs"})
+    bleu_tokenize: str = field(
+        default="13a", metadata={"help": "sacrebleu tokenizer: 13a, intl, char, zh, ja-mecab (Japanese targets), ..."}
+    )
+    preprocessing_num_workers: Optional[int] = field(default=None, metadata={"help": "Processes for Dataset.map"})
+    overwrite_cache: bool = field(default=False, metadata={"help": "Recompute cached features"})
+    cache_dir: Optional[str] = field(
+        default=None, metadata={"help": "Feature cache for local files (default: the datasets cache)"}
+    )
+
+
+@dataclass
+class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
+    """`Seq2SeqTrainingArguments` with the package's recipe as defaults (all overridable):
+    AdamW β2 = 0.98, lr 7e-4, 800 warm-up steps then inverse-sqrt decay, evaluation by generation
+    each epoch, best checkpoint by BLEU. Label smoothing lives in the model
+    config (`label_smoothing`, 0.1), so `label_smoothing_factor` stays 0."""
+
+    learning_rate: float = field(default=7e-4, metadata={"help": "Peak learning rate"})
+    adam_beta2: float = field(default=0.98, metadata={"help": "AdamW beta2"})
+    lr_scheduler_type: SchedulerType | str = field(default="inverse_sqrt", metadata={"help": "Scheduler (inverse_sqrt: see module doc)"})
+    warmup_steps: float = field(default=800, metadata={"help": "Linear warm-up steps"})
+    predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate by generating (BLEU/chrF)"})
+    eval_strategy: IntervalStrategy | str = field(default="epoch", metadata={"help": "When to evaluate (no evaluation without dev data)"})
+    save_strategy: SaveStrategy | str = field(default="epoch", metadata={"help": "When to save checkpoints"})
+    save_total_limit: Optional[int] = field(default=2, metadata={"help": "Checkpoints kept (the best is never deleted)"})
+    load_best_model_at_end: bool = field(default=True, metadata={"help": "Keep the best checkpoint by metric_for_best_model"})
+    metric_for_best_model: Optional[str] = field(default="bleu", metadata={"help": "Metric that picks the best checkpoint"})
+
+
+def parse_config_overrides(text: Optional[str]) -> dict:
+    """'d_model=256,encoder_layers=3,sla_layers=[1,2],activation_function=gelu' -> dict.
+
+    Values are Python literals where they parse (numbers, lists, True/None), else strings."""
+    if not text:
+        return {}
+    out = {}
+    for item in re.split(r",(?=\s*[A-Za-z_]\w*\s*=)", text.strip()):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ValueError(f"config override {item!r} is not of the form key=value")
+        value = value.strip()
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Data
+# ---------------------------------------------------------------------------------------------
+
+
+def _read_lines(path: Path) -> list[str]:
+    if not path.is_file():
+        raise FileNotFoundError(f"data file not found: {path}")
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def read_parallel_file(path, source_lang: str = "src", target_lang: str = "tgt") -> dict[str, list[str]]:
+    """Read local sentence pairs into `{"source": [...], "target": [...]}`.
+
+    `path` is a `.tsv` (source TAB target), a `.json`/`.jsonl` (JSON lines with a `translation`
+    dict or flat `source_lang`/`target_lang` keys) or a prefix P of the plain-text pair
+    P.<source_lang>, P.<target_lang>. Missing files, rows of the wrong shape and source/target
+    files with different line counts raise errors naming the file and line.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".tsv":
+        source, target = [], []
+        for i, line in enumerate(_read_lines(path), 1):
+            parts = line.split("\t")
+            if len(parts) != 2:
+                raise ValueError(f"{path}:{i}: expected 'source<TAB>target', found {len(parts)} field(s)")
+            source.append(parts[0])
+            target.append(parts[1])
+        return {"source": source, "target": target}
+    if suffix in (".json", ".jsonl"):
+        source, target = [], []
+        for i, line in enumerate(_read_lines(path), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{i}: not a JSON line ({err})") from None
+            pair = row.get("translation", row)
+            if source_lang not in pair or target_lang not in pair:
+                raise ValueError(f"{path}:{i}: expected keys {source_lang!r} and {target_lang!r} (or a 'translation' dict)")
+            source.append(pair[source_lang])
+            target.append(pair[target_lang])
+        return {"source": source, "target": target}
+    src_path, tgt_path = Path(f"{path}.{source_lang}"), Path(f"{path}.{target_lang}")
+    source, target = _read_lines(src_path), _read_lines(tgt_path)
+    if len(source) != len(target):
+        raise ValueError(
+            f"{src_path} has {len(source)} lines but {tgt_path} has {len(target)}: source and target must be line-aligned"
+        )
+    return {"source": source, "target": target}
+
+
+def _file_signature(path: Path) -> list:
+    stat = path.stat()
+    return [str(path.resolve()), stat.st_size, stat.st_mtime_ns]
+
+
+def _data_files(path, source_lang, target_lang) -> list[Path]:
+    path = Path(path)
+    if path.suffix.lower() in (".tsv", ".json", ".jsonl"):
+        return [path]
+    return [Path(f"{path}.{source_lang}"), Path(f"{path}.{target_lang}")]
+
+
+def load_raw_datasets(data_args: DataArguments):
+    """A `DatasetDict` with splits among train / validation / test.
+
+    Local files give `source` / `target` columns; hub datasets keep their columns and are read
+    through `translation.<lang>` (or `<lang>`) columns by `add_syntax_features`.
+    """
+    import datasets
+
+    if data_args.dataset_name is not None:
+        raw = datasets.load_dataset(data_args.dataset_name, data_args.dataset_config_name, cache_dir=data_args.cache_dir)
+        return datasets.DatasetDict({("validation" if k == "dev" else k): v for k, v in raw.items()})
+    files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
+    if not any(files.values()):
+        raise ValueError("no data: give --dataset_name or at least one of --train_file/--validation_file/--test_file")
+    out = {}
+    for split, path in files.items():
+        if path is None:
+            continue
+        columns = read_parallel_file(path, data_args.source_lang, data_args.target_lang)
+        signature = [_file_signature(p) for p in _data_files(path, data_args.source_lang, data_args.target_lang)]
+        fingerprint = datasets.fingerprint.Hasher.hash([split, signature])
+        out[split] = datasets.Dataset(datasets.table.InMemoryTable.from_pydict(columns), fingerprint=fingerprint)
+    return datasets.DatasetDict(out)
+
+
+def text_columns(dataset, data_args: DataArguments) -> tuple[str, str]:
+    """Source / target column names as `add_syntax_features` reads them."""
+    names = dataset.column_names
+    if "source" in names and "target" in names:
+        return "source", "target"
+    if "translation" in names:
+        return f"translation.{data_args.source_lang}", f"translation.{data_args.target_lang}"
+    if data_args.source_lang in names and data_args.target_lang in names:
+        return data_args.source_lang, data_args.target_lang
+    raise ValueError(f"cannot find source/target text columns in {names}")
+
+
+def column_texts(dataset, column: str) -> list[str]:
+    """The texts of a column; `translation.ja` reads the `ja` field of a `translation` column."""
+    if column in dataset.column_names:
+        return list(dataset[column])
+    outer, _, inner = column.partition(".")
+    return [row[inner] for row in dataset[outer]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsers
+# ---------------------------------------------------------------------------------------------
+
+
+def build_annotator(parser: Optional[str], lang: Optional[str] = None, *, constituency: bool = False,
+                    pretokenized: bool = False, disable: Optional[str] = None,
+                    model_dir: Optional[str] = None) -> Optional[Annotator]:
+    """`'stanza'` -> `StanzaAnnotator(lang)` (+ constituency when SLA needs trees), `'none'`/None ->
+    None, `'preparsed'` -> None (annotations come from files, see `preparsed_annotator`),
+    anything else -> `SpacyAnnotator(parser)` (a spaCy pipeline name such as `ja_ginza`)."""
+    if parser is None or parser.lower() in ("none", "preparsed"):
+        return None
+    if parser == "stanza":
+        if not lang:
+            raise ValueError("--parser stanza needs a language (--parser_lang, or --source_lang as a language code)")
+        processors = "tokenize,pos,lemma,depparse" + (",constituency" if constituency else "")
+        return StanzaAnnotator(lang, processors=processors, pretokenized=pretokenized, model_dir=model_dir)
+    name = parser.split(":", 1)[1] if parser.startswith("spacy:") else parser
+    return SpacyAnnotator(name, disable=[c for c in (disable or "").split(",") if c])
+
+
+def preparsed_annotator(text_file, lang: str) -> PreParsedAnnotator:
+    """Annotations stored next to a data file: `<file>.<lang>.conllu` (+ `<file>.<lang>.tree`,
+    one bracketed tree a line, if present), e.g. `train.src.conllu` for the prefix `train`."""
+    conllu = Path(f"{text_file}.{lang}.conllu")
+    if not conllu.is_file():
+        raise FileNotFoundError(f"--parser preparsed: {conllu} not found (expected next to {text_file})")
+    trees_path = Path(f"{text_file}.{lang}.tree")
+    trees = _read_lines(trees_path) if trees_path.is_file() else None
+    return PreParsedAnnotator(read_conllu(conllu, trees=trees))
+
+
+# ---------------------------------------------------------------------------------------------
+# Trainer
+# ---------------------------------------------------------------------------------------------
+
+
+class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` for syntax-aware models.
+
+    - logs the loss components of `SyntaxMTSeq2SeqLMOutput` (token_loss, encoder_parse_loss,
+      decoder_parse_loss), each the mean over the micro-batches since the last log;
+    - evaluates in dataset order (transformers 5.23 shuffles the eval set under
+      `train_sampling_strategy="group_by_length"`, which pairs hypotheses with wrong references);
+    - the model returns a per-batch mean loss, so it is scaled for gradient accumulation here;
+    - `generate` gets the source and its features only (no labels / target_heads);
+    - `create_model_card` writes this package's card (used by `push_to_hub`).
+    """
+
+    def __init__(self, *args, model_card_info: Optional[dict] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.model_accepts_loss_kwargs = False
+        self.model_card_info = model_card_info or {}
+        self._component_sums: dict[str, float] = {}
+        self._component_counts: dict[str, int] = {}
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
+        if model.training:
+            for name in COMPONENT_LOSSES:
+                value = outputs.get(name) if isinstance(outputs, dict) else None
+                if value is not None:
+                    self._component_sums[name] = self._component_sums.get(name, 0.0) + value.detach().float().item()
+                    self._component_counts[name] = self._component_counts.get(name, 0) + 1
+        return (loss, outputs) if return_outputs else loss
+
+    def log(self, logs: dict, start_time: Optional[float] = None) -> None:
+        if "loss" in logs and self._component_counts:
+            for name in COMPONENT_LOSSES:
+                if name in self._component_counts:
+                    mean = torch.tensor(self._component_sums[name] / self._component_counts[name], device=self.args.device)
+                    if self.args.world_size > 1:
+                        mean = self.accelerator.reduce(mean, reduction="mean")
+                    logs[name] = round(mean.item(), 4)
+            self._component_sums, self._component_counts = {}, {}
+        super().log(logs, start_time)
+
+    def _get_eval_sampler(self, eval_dataset):
+        if eval_dataset is None or not hasattr(eval_dataset, "__len__"):
+            return None
+        return SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
+        if not self.args.predict_with_generate or prediction_loss_only:
+            return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
+        inputs = self._prepare_inputs(inputs)
+        generation_inputs = {k: v for k, v in inputs.items() if k not in ("labels", "target_heads", "decoder_input_ids")}
+        if len(gen_kwargs) == 0 and hasattr(self, "_gen_kwargs"):
+            gen_kwargs = {k: v for k, v in self._gen_kwargs.items() if v is not None}
+        with torch.no_grad():
+            generated = self.model.generate(**generation_inputs, **gen_kwargs)
+            loss = None
+            if "labels" in inputs:
+                loss = model(**inputs).loss.detach().mean()
+        labels = inputs.get("labels")
+        width = max(generated.shape[-1], labels.shape[-1] if labels is not None else 0)
+        generated = self._pad_tensors_to_max_len(generated, width)
+        if labels is not None:
+            labels = self._pad_tensors_to_max_len(labels, width)
+        return loss, generated, labels
+
+    def create_model_card(self, **kwargs) -> None:
+        if self.is_world_process_zero():
+            write_model_card(self.args.output_dir, **self.model_card_info)
+
+
+def bleu_metric_fn(tokenizer, bleu_tokenize: str = "13a"):
+    """`compute_metrics` for `Seq2SeqTrainer(predict_with_generate=True)`: corpus BLEU and chrF
+    (sacrebleu through `hf_syntax_mt.metrics`) and the mean generated length."""
+    from .metrics import load_metric
+
+    metric = load_metric()
+
+    def compute_metrics(eval_preds):
+        predictions, labels = eval_preds.predictions, eval_preds.label_ids
+        if isinstance(predictions, tuple):
+            predictions = predictions[0]
+        pad = tokenizer.pad_token_id
+        predictions = [[t for t in row if t >= 0] for row in predictions.tolist()]
+        labels = [[t for t in row if t >= 0] for row in labels.tolist()]
+        hypotheses = [h.strip() for h in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
+        references = [r.strip() for r in tokenizer.batch_decode(labels, skip_special_tokens=True)]
+        scores = metric.compute(predictions=hypotheses, references=[[r] for r in references], tokenize=bleu_tokenize)
+        lengths = [sum(t != pad for t in row) for row in predictions]
+        return {
+            "bleu": round(scores["bleu"], 2),
+            "chrf": round(scores["chrf"], 2),
+            "gen_len": round(sum(lengths) / max(1, len(lengths)), 2),
+        }
+
+    return compute_metrics
+
+
+# ---------------------------------------------------------------------------------------------
+# Model card
+# ---------------------------------------------------------------------------------------------
+
+
+def _format_scores(scores: dict) -> str:
+    if not scores:
+        return "No evaluation was run."
+    rows = ["| split | metric | value |", "|---|---|---|"]
+    for key in sorted(scores):
+        split, _, name = key.partition("_")
+        split = "dev" if split == "eval" else split
+        value = scores[key]
+        rows.append(f"| {split} | {name} | {value:.2f} |" if isinstance(value, float) else f"| {split} | {name} | {value} |")
+    return "\n".join(rows)
+
+
+def write_model_card(output_dir, *, preset: str = "", config: Optional[dict] = None, data: str = "",
+                     parser: str = "", scores: Optional[dict] = None, command: str = "",
+                     languages: tuple = ("", ""), extra: str = "") -> Path:
+    """Render `model_cards/TEMPLATE.md` into `output_dir/README.md` (Hub model card)."""
+    if MODEL_CARD_TEMPLATE.is_file():
+        template = MODEL_CARD_TEMPLATE.read_text(encoding="utf-8")
+    else:  # installed without the repository's model_cards/
+        template = "# {{preset}} ({{source_lang}} → {{target_lang}})\n\n{{sizes}}; syntax: {{syntax}}\n\n" \
+                   "Data: {{data}}\n\nParser: {{parser}}\n\n{{scores}}\n\n```\n{{command}}\n```\n{{extra}}\n"
+    config = config or {}
+    sizes = {k: config.get(k) for k in ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
+                                         "encoder_ffn_dim", "vocab_size")}
+    values = {
+        "preset": preset or "custom",
+        "source_lang": languages[0] or "",
+        "target_lang": languages[1] or "",
+        "data": data or "(not recorded)",
+        "parser": parser or "none",
+        "sizes": ", ".join(f"{k}={v}" for k, v in sizes.items() if v is not None),
+        "syntax": ", ".join(
+            f"{k}={config[k]}" for k in ("relative_positions", "dependency_relations", "relation_combination",
+                                         "dbsa_encoder_layer", "dbsa_decoder_layer", "sla_layers")
+            if config.get(k) not in (None, False)
+        ) or "none (absolute positions only)",
+        "scores": _format_scores(scores or {}),
+        "command": command or "(not recorded)",
+        "extra": extra,
+    }
+    card = template
+    for key, value in values.items():
+        card = card.replace("{{" + key + "}}", str(value))
+    path = Path(output_dir) / "README.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(card, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# train()
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainingResult:
+    """What `train` produced: the output dir, the merged metrics and the live trainer (whose
+    `predict(dataset, num_beams=4)` translates more data with the best model)."""
+
+    output_dir: str
+    metrics: dict
+    trainer: SyntaxMTSeq2SeqTrainer
+    datasets: dict
+
+
+def _load_tokenizer(model_args: ModelArguments, training_args, train_texts):
+    from .tokenization import train_joint_bpe_tokenizer
+
+    if model_args.tokenizer_name:
+        return AutoTokenizer.from_pretrained(model_args.tokenizer_name)
+    for candidate in (model_args.model_name_or_path, training_args.output_dir):
+        if candidate and (Path(candidate) / "tokenizer.json").is_file():
+            return AutoTokenizer.from_pretrained(candidate)
+    if train_texts is None:
+        raise ValueError("no tokenizer given (--tokenizer_name) and no training data to train one on")
+    logger.info("training a joint BPE tokenizer (vocab_size=%d)", model_args.vocab_size)
+    return train_joint_bpe_tokenizer(train_texts, vocab_size=model_args.vocab_size)
+
+
+def train(model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments,
+          *, tokenizer=None, annotator: Optional[Annotator] = None, target_annotator: Optional[Annotator] = None,
+          raw_datasets=None, callbacks=None, command: Optional[str] = None) -> TrainingResult:
+    """Train (and evaluate / test) one model; see the module docstring.
+
+    `tokenizer`, `annotator` / `target_annotator` (e.g. a `PreParsedAnnotator` shared by runs) and
+    `raw_datasets` (a `DatasetDict` with `source`/`target` columns) override what the arguments
+    would build, so a runner can share one tokenizer and parses across many runs.
+    """
+    import datasets
+
+    start = time.time()
+    torch.manual_seed(training_args.seed)
+    raw = raw_datasets if raw_datasets is not None else load_raw_datasets(data_args)
+    for split, limit in (("train", data_args.max_train_samples), ("validation", data_args.max_eval_samples),
+                         ("test", data_args.max_predict_samples)):
+        if split in raw and limit is not None:
+            raw[split] = raw[split].select(range(min(limit, len(raw[split]))))
+    if training_args.do_train is False and "train" in raw:
+        training_args.do_train = True  # HfArgumentParser leaves it False; training data means train
+
+    # model config
+    if model_args.model_name_or_path:
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+        config = model.config
+    else:
+        config = SyntaxMTConfig.from_preset(model_args.preset, **parse_config_overrides(model_args.config_overrides))
+        model = None
+
+    # tokenizer
+    if tokenizer is None:
+        texts = None
+        if "train" in raw:
+            src_col, tgt_col = text_columns(raw["train"], data_args)
+            texts = column_texts(raw["train"], src_col) + column_texts(raw["train"], tgt_col)
+        with training_args.main_process_first(desc="tokenizer"):
+            tokenizer = _load_tokenizer(model_args, training_args, texts)
+    if model is None:
+        config.vocab_size = len(tokenizer)
+        config.pad_token_id = tokenizer.pad_token_id
+        config.eos_token_id = tokenizer.eos_token_id
+        config.decoder_start_token_id = tokenizer.pad_token_id
+
+    # parsers
+    parser_name = (model_args.parser or ("none" if not (config.needs_source_heads or config.needs_source_distances)
+                                          else None))
+    if annotator is None and (config.needs_source_heads or config.needs_source_distances):
+        if parser_name is None:
+            raise ValueError(
+                f"preset {config.preset!r} needs source syntax: choose --parser stanza|<spaCy model>|preparsed"
+            )
+        if parser_name.lower() == "none":
+            raise ValueError(f"preset {config.preset!r} needs source syntax but --parser is 'none'")
+    if annotator is None:
+        annotator = build_annotator(
+            parser_name, model_args.parser_lang or data_args.source_lang,
+            constituency=config.needs_source_distances and model_args.distance_source != "dependency",
+            pretokenized=model_args.parser_pretokenized, disable=model_args.parser_disable,
+            model_dir=model_args.parser_model_dir,
+        )
+    if target_annotator is None and config.needs_target_heads:
+        target_annotator = build_annotator(model_args.target_parser or parser_name,
+                                           model_args.target_parser_lang or data_args.target_lang,
+                                           disable=model_args.parser_disable)
+    preparsed = (parser_name or "").lower() == "preparsed"
+    if not isinstance(annotator, PreParsedAnnotator) and annotator is not None:
+        config.parser = annotator.to_dict()
+    elif model is None:
+        config.parser = None  # pre-parsed data: users pass annotations (or an annotator) to the pipeline
+
+    # features
+    split_files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
+    cache_dir = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE) / "hf_syntax_mt_features"
+    processed = {}
+    for split, dataset in raw.items():
+        if split not in ("train", "validation", "test"):
+            continue
+        src_col, tgt_col = text_columns(dataset, data_args)
+        split_annotator, split_target_annotator = annotator, target_annotator
+        needs_source = config.needs_source_heads or config.needs_source_distances
+        if preparsed and annotator is None and needs_source:
+            split_annotator = preparsed_annotator(split_files[split], data_args.source_lang)
+        if config.needs_target_heads and target_annotator is None and (model_args.target_parser or parser_name) == "preparsed":
+            split_target_annotator = preparsed_annotator(split_files[split], data_args.target_lang)
+        fn_kwargs = dict(
+            tokenizer=tokenizer,
+            annotator=split_annotator if needs_source else None,
+            source_column=src_col,
+            target_column=tgt_col,
+            max_source_length=data_args.max_source_length,
+            max_target_length=data_args.max_target_length,
+            source_heads=config.needs_source_heads,
+            source_distances=config.needs_source_distances,
+            target_heads=config.needs_target_heads,
+            target_annotator=split_target_annotator if config.needs_target_heads else None,
+            distance_source=model_args.distance_source,
+        )
+        map_kwargs = dict(batched=True, fn_kwargs=fn_kwargs, remove_columns=dataset.column_names,
+                          num_proc=data_args.preprocessing_num_workers,
+                          load_from_cache_file=not data_args.overwrite_cache, desc=f"syntax features ({split})")
+        if not dataset.cache_files:  # in-memory local data: cache the features explicitly
+            key = datasets.fingerprint.Hasher.hash([dataset._fingerprint, add_syntax_features, fn_kwargs])
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            map_kwargs.update(cache_file_name=str(cache_dir / f"{split}-{key}.arrow"), new_fingerprint=key)
+        with training_args.main_process_first(desc=f"features {split}"):
+            processed[split] = dataset.map(add_syntax_features, **map_kwargs)
+
+    # model
+    if model is None:
+        model = AutoModelForSeq2SeqLM.from_config(config)
+    model.generation_config.max_length = data_args.max_target_length
+    model.generation_config.num_beams = training_args.generation_num_beams or model.generation_config.num_beams or 1
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.decoder_start_token_id = config.decoder_start_token_id
+    if training_args.generation_max_length is None:
+        training_args.generation_max_length = data_args.max_target_length
+
+    eval_dataset = processed.get("validation")
+    if eval_dataset is None:
+        training_args.eval_strategy = IntervalStrategy.NO
+        training_args.load_best_model_at_end = False
+        training_args.do_eval = False
+    else:
+        training_args.do_eval = True
+
+    parser_text = ("pre-parsed CoNLL-U" if preparsed else json.dumps(config.parser)) if (
+        config.needs_source_heads or config.needs_source_distances) else "none (not needed)"
+    if config.needs_target_heads:
+        parser_text += f"; target: {'pre-parsed CoNLL-U' if target_annotator is None else json.dumps(target_annotator.to_dict()) if not isinstance(target_annotator, PreParsedAnnotator) else 'pre-parsed'}"
+    data_text = data_args.dataset_name or ", ".join(f"{k}: `{v}` ({len(raw[k])} pairs)" for k, v in split_files.items()
+                                                    if v and k in raw)
+    card_info = dict(
+        preset=config.preset or "", data=data_text, parser=parser_text,
+        command=command or " ".join(sys.argv), languages=(data_args.source_lang, data_args.target_lang),
+    )
+    trainer = SyntaxMTSeq2SeqTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=processed.get("train"),
+        eval_dataset=eval_dataset,
+        processing_class=tokenizer,
+        data_collator=DataCollatorForSyntaxSeq2Seq(tokenizer, pad_to_multiple_of=None),
+        compute_metrics=bleu_metric_fn(tokenizer, data_args.bleu_tokenize) if training_args.predict_with_generate else None,
+        callbacks=callbacks,
+        model_card_info=card_info,
+    )
+
+    metrics: dict = {}
+    output_dir = Path(training_args.output_dir)
+    if training_args.do_train and "train" in processed:
+        checkpoint = training_args.resume_from_checkpoint
+        if checkpoint is None and output_dir.is_dir():
+            checkpoint = get_last_checkpoint(str(output_dir))
+            if checkpoint:
+                logger.info("resuming from %s", checkpoint)
+        if training_args.should_save:
+            tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
+        result = trainer.train(resume_from_checkpoint=checkpoint)
+        trainer.save_model()
+        metrics.update({k: v for k, v in result.metrics.items()})
+        trainer.save_state()
+    else:
+        trainer.save_model()
+    if eval_dataset is not None:
+        metrics.update(trainer.evaluate(metric_key_prefix="eval"))
+    if "test" in processed:
+        prediction = trainer.predict(processed["test"], metric_key_prefix="test")
+        metrics.update(prediction.metrics)
+        if trainer.is_world_process_zero():
+            ids = [[t for t in row if t >= 0] for row in prediction.predictions.tolist()]
+            hyps = tokenizer.batch_decode(ids, skip_special_tokens=True)
+            (output_dir / "test_predictions.txt").write_text("".join(h.strip() + "\n" for h in hyps), encoding="utf-8")
+    metrics["wall_time_seconds"] = round(time.time() - start, 1)
+    if trainer.is_world_process_zero():
+        trainer.save_metrics("all", metrics, combined=False)
+        scores = {k: v for k, v in metrics.items()
+                  if k.split("_", 1)[-1] in ("bleu", "chrf", "loss", "gen_len") and k.startswith(("eval_", "test_"))}
+        card_info["config"] = model.config.to_dict()
+        card_info["scores"] = scores
+        write_model_card(output_dir, **card_info)
+    return TrainingResult(output_dir=str(output_dir), metrics=metrics, trainer=trainer, datasets=processed)
+
+
+def main(argv: Optional[list[str]] = None) -> dict:
+    """`hf-syntax-mt-train` / `training/train.py`: parse arguments (or one JSON file) and train."""
+    parser = HfArgumentParser((ModelArguments, DataArguments, SyntaxMTTrainingArguments))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) == 1 and argv[0].endswith(".json"):
+        model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(argv[0]))
+    else:
+        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
+                        handlers=[logging.StreamHandler(sys.stdout)])
+    result = train(model_args, data_args, training_args, command="hf-syntax-mt-train " + " ".join(argv))
+    if result.trainer.is_world_process_zero():
+        print(json.dumps({k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}, indent=1))
+    return result.metrics
+
+
+__all__ = [
+    "DataArguments",
+    "ModelArguments",
+    "SyntaxMTSeq2SeqTrainer",
+    "SyntaxMTTrainingArguments",
+    "TrainingResult",
+    "bleu_metric_fn",
+    "build_annotator",
+    "load_raw_datasets",
+    "main",
+    "parse_config_overrides",
+    "preparsed_annotator",
+    "read_parallel_file",
+    "train",
+    "write_model_card",
+]
