@@ -243,14 +243,13 @@ class SyntaxMTAttention(nn.Module):
     and its scores are returned as `parse_logits`.
     """
 
-    def __init__(self, config, num_heads, is_decoder=False, is_cross_attention=False, parse_head=False, layer_idx=None):
+    def __init__(self, config, num_heads, is_cross_attention=False, parse_head=False, layer_idx=None):
         super().__init__()
         self.embed_dim = config.d_model
         self.num_heads = num_heads
         self.head_dim = config.d_model // num_heads
         self.scaling = self.head_dim**-0.5
         self.dropout = config.attention_dropout
-        self.is_decoder = is_decoder
         self.is_cross_attention = is_cross_attention
         self.layer_idx = layer_idx
         self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
@@ -453,14 +452,13 @@ class SyntaxMTDecoderLayer(SyntaxMTEncoderLayer):
         self.self_attn = SyntaxMTAttention(
             config,
             config.decoder_attention_heads,
-            is_decoder=True,
             parse_head=config.dbsa_decoder_layer == layer_number,
             layer_idx=layer_number - 1,
         )
         self.relations = SyntaxMTRelations(config, self.self_attn.head_dim, use_dependency=False)
         self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
         self.encoder_attn = SyntaxMTAttention(
-            config, config.decoder_attention_heads, is_decoder=True, is_cross_attention=True, layer_idx=layer_number - 1
+            config, config.decoder_attention_heads, is_cross_attention=True, layer_idx=layer_number - 1
         )
         self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model)
         self.feed_forward = SyntaxMTFeedForward(config, config.decoder_ffn_dim)
