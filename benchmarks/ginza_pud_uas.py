@@ -4,7 +4,7 @@ Two figures: (1) GiNZA's own tokenization, words aligned to gold by character sp
 style F1, `hf_syntax_mt.syntax.evaluation.attachment_scores`); (2) gold tokenization given to
 GiNZA (tok2vec + parser run on a Doc built from the gold words).
 
-    python benchmarks/ginza_pud_uas.py [--limit N]
+    python benchmarks/ginza_pud_uas.py [--limit N] > benchmarks/results/ginza_pud_uas.json
 """
 
 import argparse
