@@ -163,6 +163,13 @@ def test_read_conllu_and_preparsed_lookup():
     assert merged.spans[7] == (28, 31) and merged.num_sentences == 2
 
 
+def test_read_conllu_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="CoNLL-U file not found"):
+        read_conllu(str(tmp_path / "missing.conllu"))
+    (tmp_path / "one.conllu").write_text(SHE_SLEPT)
+    assert read_conllu(tmp_path / "one.conllu")[0].words == ["She", "slept", "."]
+
+
 def test_read_conllu_without_text_comment_rebuilds_text():
     body = "\n".join(line for line in MWT.splitlines() if not line.startswith("#"))
     [a] = read_conllu(body + "\n")

@@ -236,8 +236,12 @@ def annotation_from_spacy(doc) -> Annotation:
 
 
 def _conllu_blocks(source: Union[str, Path]) -> list[list[str]]:
-    if isinstance(source, Path) or ("\n" not in source and Path(source).is_file()):
-        source = Path(source).read_text(encoding="utf-8")
+    if isinstance(source, str) and "\n" not in source and "\t" not in source:
+        source = Path(source)  # a path, not CoNLL-U text
+    if isinstance(source, Path):
+        if not source.is_file():
+            raise FileNotFoundError(f"CoNLL-U file not found: {source}")
+        source = source.read_text(encoding="utf-8")
     blocks, cur = [], []
     for line in source.splitlines():
         if line.strip():
