@@ -66,15 +66,15 @@ class SyntaxTranslationPipeline(Pipeline):
         num_beams, max_length, max_new_tokens, ...: passed to `generate`.
     """
 
-    _load_tokenizer = True
+    _load_tokenizer = None  # soft: a missing tokenizer reaches __init__, which explains it
     _pipeline_calls_generate = True
 
     def __init__(self, *args, annotator: Union[None, dict, Annotator] = None, **kwargs):
         super().__init__(*args, **kwargs)
         if self.tokenizer is None:
             raise ValueError(
-                "the syntax-translation pipeline needs the model's tokenizer, but none was found or given; "
-                "save it next to the model (tokenizer.save_pretrained(model_dir)) or pass tokenizer=..."
+                f"no tokenizer could be loaded for the model {self.model.name_or_path!r}: the syntax-translation "
+                "pipeline needs it; save it next to the model (tokenizer.save_pretrained(model_dir)) or pass tokenizer=..."
             )
         config = self.model.config
         self.needs_parser = bool(getattr(config, "needs_parser_at_inference", False))
@@ -114,7 +114,7 @@ class SyntaxTranslationPipeline(Pipeline):
                 )
             parsed = self._parse([texts[i] for i in keep], keep, errors)
         else:
-            parsed = None if annotations is None else [annotations[i] for i in keep]
+            parsed = None if annotations is None else [(i, annotations[i]) for i in keep]
         if parsed is not None:
             keep, parsed = [i for i, _ in parsed], [a for _, a in parsed]
         model_inputs = {}

@@ -1,0 +1,208 @@
+"""`hf-syntax-mt`: translate, annotate, plot, train, demo.
+
+    hf-syntax-mt translate --model DIR [--beams N] [--batch-size B] [FILE] > out.txt
+    hf-syntax-mt annotate --parser ja_ginza [--model DIR] [FILE] > features.jsonl
+    hf-syntax-mt plot --model DIR --sentence "..." --kind relations|sla|attention --out fig.png
+    hf-syntax-mt train --preset transformer_dep_rel --train_file ... (all of training/train.py)
+    hf-syntax-mt demo
+
+Input is one sentence a line (stdin when FILE is omitted); `translate` writes one line per input
+line. An empty or unparsable line gives an empty output line and a message on stderr (with its
+1-based line number); the other lines are translated. Pre-parsed input: `--conllu FILE
+[--trees FILE]` (one CoNLL-U sentence / bracketed tree per input line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+
+def _read_input(path: Optional[str]) -> list[str]:
+    if path is None or path == "-":
+        return sys.stdin.read().splitlines()
+    if not Path(path).is_file():
+        raise SystemExit(f"hf-syntax-mt: input file not found: {path}")
+    return Path(path).read_text(encoding="utf-8").splitlines()
+
+
+def _annotator(args):
+    """`--conllu/--trees` (pre-parsed), `--parser NAME [--lang L]`, or None."""
+    from .syntax import PreParsedAnnotator
+    from .training import build_annotator
+
+    if getattr(args, "conllu", None):
+        trees = Path(args.trees).read_text(encoding="utf-8").splitlines() if args.trees else None
+        return PreParsedAnnotator.from_conllu(args.conllu, trees=trees)
+    if getattr(args, "parser", None):
+        return build_annotator(args.parser, args.lang, constituency=args.constituency)
+    return None
+
+
+def _add_parser_options(sub, constituency=True):
+    sub.add_argument("--parser", help="stanza, or a spaCy pipeline name (e.g. ja_ginza); default: the model's")
+    sub.add_argument("--lang", help="language of a stanza parser")
+    sub.add_argument("--conllu", help="pre-parsed input: CoNLL-U with one sentence per input line")
+    sub.add_argument("--trees", help="pre-parsed input: bracketed constituency trees, one a line")
+    if constituency:
+        sub.add_argument("--constituency", action="store_true", help="stanza: also run the constituency parser")
+
+
+def cmd_translate(args) -> int:
+    import hf_syntax_mt  # noqa: F401  (registers the model classes)
+    from transformers import pipeline
+
+    from . import pipeline as _registers_task  # noqa: F401
+
+    lines = _read_input(args.input)
+    kwargs = {}
+    annotator = _annotator(args)
+    if annotator is not None:
+        kwargs["annotator"] = annotator
+    translate = pipeline("syntax-translation", model=args.model, **kwargs)
+    generate = {"num_beams": args.beams}
+    if args.max_new_tokens:
+        generate["max_new_tokens"] = args.max_new_tokens
+    outputs = translate(lines, batch_size=args.batch_size, **generate)
+    for number, out in enumerate(outputs, 1):
+        if "error" in out:
+            print(f"hf-syntax-mt translate: line {number}: {out['error']} (empty output line)", file=sys.stderr)
+        sys.stdout.write(out["translation_text"] + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def cmd_annotate(args) -> int:
+    lines = _read_input(args.input)
+    annotator = _annotator(args)
+    tokenizer = config = None
+    if args.model:
+        from transformers import AutoConfig, AutoTokenizer
+
+        import hf_syntax_mt  # noqa: F401
+
+        tokenizer = AutoTokenizer.from_pretrained(args.model)
+        config = AutoConfig.from_pretrained(args.model)
+        if annotator is None and config.parser:
+            from .syntax import load_annotator
+
+            annotator = load_annotator(config.parser)
+    if annotator is None:
+        raise SystemExit("hf-syntax-mt annotate: give --parser, --conllu, or a --model whose config records a parser")
+    from .data import SyntaxFeatureProcessor
+
+    processor = None
+    if tokenizer is not None:
+        processor = SyntaxFeatureProcessor(tokenizer, needs_source_heads=True, needs_source_distances=True,
+                                           distance_source=args.distance_source)
+    annotations = annotator.annotate(lines)
+    for number, (line, a) in enumerate(zip(lines, annotations), 1):
+        row = {"line": number, "text": line, "words": a.words, "heads": a.heads, "deprels": a.deprels,
+               "sentence_ids": a.sentence_ids, "trees": a.trees}
+        if a.words:
+            row["word_distances"] = a.word_distances(args.distance_source)
+            if processor is not None:
+                features = processor(annotations=[a], return_tensors=None)
+                row["tokens"] = tokenizer.convert_ids_to_tokens(features["input_ids"][0])
+                row["source_heads"] = features["source_heads"][0]
+                row["source_distances"] = features["source_distances"][0]
+        sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return 0
+
+
+def cmd_plot(args) -> int:
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    import hf_syntax_mt  # noqa: F401
+
+    from .plotting import plot_attention, plot_dependency_relations, plot_localized_mask, sentence_features
+    from .syntax import load_annotator
+
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    model = AutoModelForSeq2SeqLM.from_pretrained(args.model) if args.kind == "attention" else None
+    config = model.config if model is not None else __import__("transformers").AutoConfig.from_pretrained(args.model)
+    annotator = _annotator(args) or load_annotator(config.parser)
+    if annotator is None:
+        raise SystemExit("hf-syntax-mt plot: the model records no parser; give --parser or --conllu/--trees")
+    features = sentence_features(args.sentence, tokenizer, annotator, distance_source=args.distance_source)
+    if args.kind == "relations":
+        scheme = config.dependency_relations or "depth"
+        path = plot_dependency_relations(features, args.out, scheme, config.max_dependency_distance)
+    elif args.kind == "sla":
+        path = plot_localized_mask(features, args.out, config.sla_tau)
+    else:
+        path = plot_attention(model, features, args.out, layer=args.layer, head=args.head)
+    print(path)
+    return 0
+
+
+def cmd_train(args, rest) -> int:
+    from .training import main as train_main
+
+    train_main(rest)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_from_args
+
+    run_from_args(args)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hf-syntax-mt", description="Syntax-aware Transformer NMT")
+    subs = parser.add_subparsers(dest="command", required=True)
+
+    p = subs.add_parser("translate", help="translate sentences (one a line) from FILE or stdin")
+    p.add_argument("--model", required=True, help="model directory or hub id")
+    p.add_argument("--beams", type=int, default=1, help="beam size (default 1 = greedy)")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--max-new-tokens", type=int, default=None)
+    _add_parser_options(p)
+    p.add_argument("input", nargs="?", help="input file (default: stdin)")
+
+    p = subs.add_parser("annotate", help="dump parses and model features as JSON lines")
+    p.add_argument("--model", help="model directory: add subword tokens and the features the model gets")
+    p.add_argument("--distance-source", default="auto", choices=("auto", "constituency", "dependency"))
+    _add_parser_options(p)
+    p.add_argument("input", nargs="?", help="input file (default: stdin)")
+
+    p = subs.add_parser("plot", help="heatmap of dependency relations / SLA mask / an attention head for one sentence")
+    p.add_argument("--model", required=True, help="model directory (tokenizer, config; weights for --kind attention)")
+    p.add_argument("--sentence", required=True)
+    p.add_argument("--kind", default="relations", choices=("relations", "sla", "attention"))
+    p.add_argument("--layer", type=int, default=1, help="encoder layer (1-based) for --kind attention")
+    p.add_argument("--head", type=int, default=0, help="head (0-based) for --kind attention")
+    p.add_argument("--distance-source", default="auto", choices=("auto", "constituency", "dependency"))
+    p.add_argument("--out", default="syntax_mt_plot.png")
+    _add_parser_options(p)
+
+    subs.add_parser("train", help="train a model (the flags of training/train.py; --help there)", add_help=False)
+
+    p = subs.add_parser("demo", help="offline demo: synthetic corpus, abs vs. dep_rel, BLEU, sample translations")
+    from .demo import add_arguments
+
+    add_arguments(p)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if argv and argv[0] == "train":
+        return cmd_train(None, argv[1:])
+    args = parser.parse_args(argv)
+    commands = {"translate": cmd_translate, "annotate": cmd_annotate, "plot": cmd_plot, "demo": cmd_demo}
+    try:
+        return commands[args.command](args)
+    except (ValueError, ImportError, OSError) as err:
+        print(f"hf-syntax-mt {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Heatmaps of what the model sees for one sentence (matplotlib, written to PNG).
+
+- `plot_dependency_relations`: the relation id of every token pair derived from `source_heads`
+  (seed 000 relative depth clip(depth_j − depth_i, l), or seed 002 labeled relations);
+- `plot_localized_mask`: the SLA mask G = exp(log G) from `source_distances` (seed 003);
+- `plot_attention`: one attention head (encoder self-attention of a layer) of a trained model.
+
+`sentence_features` builds the subword tokens and features with the same `SyntaxFeatureProcessor`
+as training and the pipeline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+import torch
+
+from .data import SyntaxFeatureProcessor
+
+
+def sentence_features(text: str, tokenizer, annotator=None, annotation=None, *, heads: bool = True,
+                      distances: bool = True, distance_source: str = "auto") -> dict:
+    """Tensors (batch of one) + the subword strings of one sentence."""
+    processor = SyntaxFeatureProcessor(tokenizer, annotator, needs_source_heads=heads,
+                                       needs_source_distances=distances, distance_source=distance_source)
+    batch = dict(processor(text, annotations=None if annotation is None else [annotation]))
+    batch["tokens"] = tokenizer.convert_ids_to_tokens(batch["input_ids"][0].tolist())
+    return batch
+
+
+def _heatmap(matrix, tokens: Sequence[str], title: str, path, *, cmap="viridis", labels=None, value_format=None):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    n = len(tokens)
+    size = max(4.0, 0.45 * n + 2.0)
+    fig, ax = plt.subplots(figsize=(size + 1.0, size))
+    norm = None
+    if labels is not None:  # one discrete colour per label
+        cmap = ListedColormap(list(plt.get_cmap(cmap).colors[: len(labels)]))
+        norm = BoundaryNorm([k - 0.5 for k in range(len(labels) + 1)], len(labels))
+    image = ax.imshow(matrix, cmap=cmap, norm=norm)
+    ax.set_xticks(range(n), tokens, rotation=90)
+    ax.set_yticks(range(n), tokens)
+    ax.set_xlabel("key j")
+    ax.set_ylabel("query i")
+    ax.set_title(title)
+    bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    if labels is not None:
+        bar.set_ticks(range(len(labels)), labels=[str(x) for x in labels])
+    if value_format is not None and n <= 30:
+        for i in range(n):
+            for j in range(n):
+                rgba = image.cmap(image.norm(matrix[i][j]))
+                light = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2] > 0.5
+                ax.text(j, i, value_format(matrix[i][j]), ha="center", va="center", fontsize=7,
+                        color="black" if light else "white")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_dependency_relations(features: dict, path, scheme: str = "depth", max_distance: int = 2):
+    """Relation ids of `dependency_relation_ids` (rows: query i, columns: key j). Pairs outside
+    the tree (e.g. `</s>`) show the no-relation id."""
+    from .modeling_syntax_mt import NO_RELATION, dependency_relation_ids, labeled_relation_names
+
+    ids, count = dependency_relation_ids(features["source_heads"], scheme, max_distance)
+    matrix = ids[0].numpy().copy()
+    matrix[matrix == NO_RELATION] = count  # the zero vector, shown as the last colour
+    if scheme == "depth":
+        labels = list(range(-max_distance, max_distance + 1)) + ["none"]
+        title = f"dependency relative depth clip(depth_j - depth_i, {max_distance})"
+    else:
+        labels = labeled_relation_names(max_distance) + ["none"]
+        title = f"labeled tree relations (k = {max_distance})"
+
+    def value(v):
+        return str(labels[int(v)])
+
+    return _heatmap(matrix, features["tokens"], title, path, cmap="tab10", labels=labels, value_format=value)
+
+
+def plot_localized_mask(features: dict, path, tau: float = 10.0):
+    """G of syntax-guided localized attention for τ (1 = attend freely, → 0 = masked)."""
+    from .modeling_syntax_mt import localized_attention_log_mask
+
+    mask = localized_attention_log_mask(features["source_distances"], tau)[0].exp().numpy()
+    return _heatmap(mask, features["tokens"], f"localized attention mask G (tau = {tau:g})", path, cmap="magma",
+                    value_format=lambda v: f"{v:.1f}".lstrip("0") if v < 0.995 else "1")
+
+
+@torch.no_grad()
+def plot_attention(model, features: dict, path, layer: int = 1, head: int = 0):
+    """Encoder self-attention probabilities of `layer` (1-based) and `head` (0-based)."""
+    model.eval()
+    inputs = {k: features[k] for k in ("input_ids", "attention_mask", "source_heads", "source_distances") if k in features}
+    if model.config.dependency_relations is None and not model.config.dbsa_encoder_layer:
+        inputs.pop("source_heads", None)
+    if not model.config.sla_layers:
+        inputs.pop("source_distances", None)
+    outputs = model.get_encoder()(**inputs, output_attentions=True)
+    attentions = outputs.attentions
+    if not 1 <= layer <= len(attentions):
+        raise ValueError(f"layer {layer} outside 1..{len(attentions)}")
+    probs = attentions[layer - 1][0]
+    if not 0 <= head < probs.shape[0]:
+        raise ValueError(f"head {head} outside 0..{probs.shape[0] - 1}")
+    title = f"encoder layer {layer}, head {head} ({model.config.preset or 'model'})"
+    return _heatmap(probs[head].float().numpy(), features["tokens"], title, path, cmap="Blues")
+
+
+__all__ = ["plot_attention", "plot_dependency_relations", "plot_localized_mask", "sentence_features"]

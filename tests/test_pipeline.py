@@ -1,0 +1,109 @@
+"""The `syntax-translation` pipeline on tiny trained models: outputs, batching, bad input."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+
+import hf_syntax_mt  # noqa: F401
+import hf_syntax_mt.pipeline  # noqa: F401  (registers "syntax-translation")
+from hf_syntax_mt.data import SyntaxFeatureProcessor
+from hf_syntax_mt.pipeline import SyntaxTranslationPipeline
+from hf_syntax_mt.syntax import PreParsedAnnotator, read_conllu
+
+from training_helpers import scratch_dir, synthetic_corpus, trained_model
+
+DEP = "transformer_dep_rel+transformer_dbsa+transformer_sla"
+
+
+@pytest.fixture(scope="module")
+def dev():
+    data = synthetic_corpus()
+    trees = (data / "dev.src.tree").read_text().splitlines()
+    annotations = read_conllu(data / "dev.src.conllu", trees=trees)
+    return (data / "dev.src").read_text().splitlines(), annotations
+
+
+def test_translates_raw_sentences_with_preparsed_annotator(dev):
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    translate = pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator(annotations))
+    assert isinstance(translate, SyntaxTranslationPipeline)
+    outputs = translate(sources, batch_size=4, num_beams=2, max_new_tokens=8)
+    assert len(outputs) == len(sources)
+    assert all(set(o) == {"translation_text"} and o["translation_text"] for o in outputs)
+    assert translate(sources[0], max_new_tokens=8)[0]["translation_text"]
+    # per-call annotations instead of an annotator
+    plain = pipeline("syntax-translation", model=str(out))
+    assert plain(sources[:2], annotations=annotations[:2], max_new_tokens=8) == translate(sources[:2], max_new_tokens=8)
+
+
+def test_matches_direct_generate(dev):
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    processor = SyntaxFeatureProcessor.from_config(model.config, tokenizer, PreParsedAnnotator(annotations))
+    batch = processor(sources[:3])
+    inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "source_heads", "source_distances")}
+    with torch.no_grad():
+        ids = model.generate(**inputs, max_new_tokens=8)
+    expected = [t.strip() for t in tokenizer.batch_decode(ids, skip_special_tokens=True)]
+    translate = pipeline("syntax-translation", model=model, tokenizer=tokenizer, annotator=PreParsedAnnotator(annotations))
+    got = [o["translation_text"] for o in translate(sources[:3], batch_size=2, max_new_tokens=8)]
+    assert got == expected
+
+
+def test_bad_lines_are_reported_and_skipped(dev, caplog):
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    translate = pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator(annotations))
+    lines = [sources[0], "", "a sentence nobody parsed .", sources[1]]
+    with caplog.at_level("WARNING"):
+        outputs = translate(lines, batch_size=4, max_new_tokens=6)
+    assert [bool(o["translation_text"]) for o in outputs] == [True, False, False, True]
+    assert outputs[1]["error"] == "empty input line"
+    assert "could not parse" in outputs[2]["error"] and "error" not in outputs[0]
+    assert "line 1: empty input line" in caplog.text and "line 2: could not parse" in caplog.text
+
+
+def test_dbsa_only_model_needs_no_parser(dev):
+    sources, _ = dev
+    out, _ = trained_model("transformer_dbsa")
+    config = json.loads((out / "config.json").read_text())
+    assert config["parser"] is None
+    translate = pipeline("syntax-translation", model=str(out))
+    assert not translate.needs_parser
+    assert all(o["translation_text"] for o in translate(sources[:3], max_new_tokens=6))
+
+
+def test_model_needing_a_parser_without_one(dev):
+    sources, _ = dev
+    out, _ = trained_model(DEP)
+    translate = pipeline("syntax-translation", model=str(out))
+    with pytest.raises(ValueError, match="records no parser.*PreParsedAnnotator"):
+        translate(sources[:1])
+
+
+def test_model_dir_without_tokenizer():
+    out, _ = trained_model(DEP)
+    bare = scratch_dir("bare")
+    for name in ("config.json", "generation_config.json", "model.safetensors"):
+        shutil.copy(out / name, bare / name)
+    with pytest.raises(ValueError, match="no tokenizer could be loaded"):
+        pipeline("syntax-translation", model=str(bare))
+
+
+def test_parser_in_config_not_installed():
+    out, _ = trained_model(DEP)
+    broken = scratch_dir("noparser")
+    for path in out.iterdir():
+        if path.is_file():
+            shutil.copy(path, broken / path.name)
+    config = json.loads((broken / "config.json").read_text())
+    config["parser"] = {"type": "spacy", "model": "xx_no_such_pipeline", "disable": [], "batch_size": 8}
+    (broken / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ImportError, match="pip install xx-no-such-pipeline"):
+        pipeline("syntax-translation", model=str(broken))

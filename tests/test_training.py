@@ -1,0 +1,232 @@
+"""Training API: data loading, end-to-end tiny runs, logging, sequential evaluation, schedule, resume,
+model card and the files `--push_to_hub` would push."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, get_scheduler
+
+import hf_syntax_mt  # noqa: F401
+from hf_syntax_mt.metrics import load_metric
+from hf_syntax_mt.syntax import PreParsedAnnotator
+from hf_syntax_mt.training import (
+    DataArguments,
+    build_annotator,
+    parse_config_overrides,
+    read_parallel_file,
+    train,
+)
+
+from training_helpers import scratch_dir, synthetic_corpus, tiny_args, trained_model
+
+JAPANESE_PAIRS = [  # written for these tests
+    ("私は赤い車を買った。", "I bought a red car ."),
+    ("猫が庭で寝ている。", "The cat is sleeping in the garden ."),
+    ("彼女は新しい本を読んだ。", "She read a new book ."),
+    ("兄は毎朝公園を走る。", "My brother runs in the park every morning ."),
+    ("先生が学生に質問をした。", "The teacher asked the student a question ."),
+    ("私たちは駅で友達を待った。", "We waited for a friend at the station ."),
+    ("子供たちが川で泳いでいる。", "The children are swimming in the river ."),
+    ("父は古い時計を直した。", "My father fixed the old clock ."),
+]
+
+
+# --- data loading and arguments ------------------------------------------------------------
+
+
+def test_read_parallel_formats(tmp_path):
+    (tmp_path / "a.en").write_text("one\ntwo\n")
+    (tmp_path / "a.de").write_text("eins\nzwei\n")
+    assert read_parallel_file(tmp_path / "a", "en", "de") == {"source": ["one", "two"], "target": ["eins", "zwei"]}
+    (tmp_path / "b.tsv").write_text("one\teins\ntwo\tzwei\n")
+    assert read_parallel_file(tmp_path / "b.tsv")["target"] == ["eins", "zwei"]
+    (tmp_path / "c.jsonl").write_text('{"translation": {"en": "one", "de": "eins"}}\n{"en": "two", "de": "zwei"}\n')
+    assert read_parallel_file(tmp_path / "c.jsonl", "en", "de")["source"] == ["one", "two"]
+
+
+def test_bad_data_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.en"):
+        read_parallel_file(tmp_path / "missing", "en", "de")
+    (tmp_path / "a.en").write_text("one\ntwo\nthree\n")
+    (tmp_path / "a.de").write_text("eins\nzwei\n")
+    with pytest.raises(ValueError, match="3 lines.*has 2"):
+        read_parallel_file(tmp_path / "a", "en", "de")
+    (tmp_path / "b.tsv").write_text("one\teins\ntwo zwei\n")
+    with pytest.raises(ValueError, match="b.tsv:2"):
+        read_parallel_file(tmp_path / "b.tsv")
+    (tmp_path / "c.jsonl").write_text('{"en": "one"}\n')
+    with pytest.raises(ValueError, match="c.jsonl:1"):
+        read_parallel_file(tmp_path / "c.jsonl", "en", "de")
+
+
+def test_train_reports_missing_file(tmp_path):
+    model_args, data_args, training_args = tiny_args(tmp_path / "out")
+    data_args.train_file = str(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="nowhere.src"):
+        train(model_args, data_args, training_args)
+
+
+def test_dependency_preset_requires_a_parser(tmp_path):
+    model_args, data_args, training_args = tiny_args(tmp_path / "out", "transformer_dep", parser="none")
+    with pytest.raises(ValueError, match="needs source syntax"):
+        train(model_args, data_args, training_args)
+
+
+def test_config_overrides_and_parsers():
+    assert parse_config_overrides("d_model=256,sla_layers=[1,2],activation_function=gelu,dropout=0.3") == {
+        "d_model": 256, "sla_layers": [1, 2], "activation_function": "gelu", "dropout": 0.3,
+    }
+    with pytest.raises(ValueError, match="key=value"):
+        parse_config_overrides("d_model")
+    assert build_annotator("ja_ginza").to_dict()["model"] == "ja_ginza"
+    assert "constituency" in build_annotator("stanza", "en", constituency=True).to_dict()["processors"]
+    assert build_annotator("none") is None and build_annotator("preparsed") is None
+
+
+def test_inverse_sqrt_schedule_with_warmup():
+    """lr_scheduler_type='inverse_sqrt': linear warm-up to the peak at W, then peak * sqrt(W / step)."""
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    scheduler = get_scheduler("inverse_sqrt", optimizer, num_warmup_steps=800)
+    lrs = []
+    for _ in range(3201):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs[400] == pytest.approx(0.5)
+    assert lrs[800] == pytest.approx(1.0)
+    assert lrs[3200] == pytest.approx(math.sqrt(800 / 3200))
+
+
+# --- end to end ---------------------------------------------------------------------------
+
+
+def test_end_to_end_outputs_and_push_files():
+    out, result = trained_model()
+    files = {p.name for p in out.iterdir()}
+    # what Trainer.push_to_hub uploads: model, generation config, tokenizer, remote code, args, card
+    for name in ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+                 "tokenizer_config.json", "configuration_syntax_mt.py", "modeling_syntax_mt.py",
+                 "training_args.bin", "README.md", "all_results.json"):
+        assert name in files, name
+    config = json.loads((out / "config.json").read_text())
+    assert config["preset"] == "transformer_dep_rel+transformer_dbsa+transformer_sla"
+    assert "parser" in config and config["parser"] is None  # pre-parsed data: no parser to re-create
+    assert config["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_syntax_mt.SyntaxMTForConditionalGeneration"
+    assert config["vocab_size"] == len(AutoTokenizer.from_pretrained(out))
+    card = (out / "README.md").read_text()
+    bleu = result.metrics["eval_bleu"]
+    assert "transformer_dep_rel+transformer_dbsa+transformer_sla" in card
+    assert f"| dev | bleu | {bleu:.2f} |" in card and "pre-parsed CoNLL-U" in card
+    assert "train: " in card and "48 pairs" in card
+
+
+def test_component_losses_are_logged():
+    _, result = trained_model()
+    logs = [h for h in result.trainer.state.log_history if "loss" in h and "eval_loss" not in h]
+    assert logs, result.trainer.state.log_history
+    for name in ("token_loss", "encoder_parse_loss", "decoder_parse_loss"):
+        assert all(name in h and h[name] > 0 for h in logs), name
+
+
+def test_best_checkpoint_is_chosen_by_bleu():
+    _, result = trained_model()
+    state = result.trainer.state
+    evals = [h["eval_bleu"] for h in state.log_history if "eval_bleu" in h and "epoch" in h]
+    assert state.best_metric == max(evals[:-1] or evals)
+    assert state.best_model_checkpoint is not None
+
+
+def test_eval_bleu_matches_direct_generation_with_group_by_length():
+    """Evaluation stays in dataset order even with group_by_length (transformers 5.23 shuffles eval
+    then); the trainer's BLEU equals generate() + sacrebleu over the dev set in order."""
+    out, result = trained_model()
+    trainer = result.trainer
+    trainer.args.train_sampling_strategy = "group_by_length"
+    trainer.args.per_device_eval_batch_size = 2
+    metrics = trainer.evaluate()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    hyps = []
+    for row in result.datasets["validation"]:
+        batch = {k: torch.tensor([row[k]]) for k in ("input_ids", "attention_mask", "source_heads", "source_distances")}
+        ids = model.generate(**batch, max_length=12)
+        hyps.append(tokenizer.decode(ids[0], skip_special_tokens=True).strip())
+    refs = [tokenizer.decode(tokenizer(t)["input_ids"], skip_special_tokens=True).strip()
+            for t in (synthetic_corpus() / "dev.tgt").read_text().splitlines()]
+    scores = load_metric().compute(predictions=hyps, references=[[r] for r in refs])
+    assert metrics["eval_bleu"] == pytest.approx(round(scores["bleu"], 2), abs=0.01)
+    assert metrics["eval_chrf"] == pytest.approx(round(scores["chrf"], 2), abs=0.01)
+
+
+def test_resume_from_checkpoint():
+    out = scratch_dir("resume")
+    args = dict(eval_strategy="no", load_best_model_at_end=False, save_steps=2, logging_steps=1)
+    first = train(*tiny_args(out, "transformer_abs", max_steps=2, **args))
+    assert (out / "checkpoint-2").is_dir()
+    tokenizer_before = (out / "tokenizer.json").read_text()
+    result = train(*tiny_args(out, "transformer_abs", max_steps=4, **args))
+    state = result.trainer.state
+    assert state.global_step == 4
+    logged_steps = [h["step"] for h in state.log_history if "loss" in h]
+    assert logged_steps == [1, 2, 3, 4]  # steps 1-2 come from the checkpoint's state
+    assert (out / "tokenizer.json").read_text() == tokenizer_before
+    # the second run read the features cached by the first (same data, tokenizer, settings)
+    assert result.datasets["train"].cache_files[0]["filename"] == first.datasets["train"].cache_files[0]["filename"]
+
+
+def test_japanese_with_ginza_end_to_end(tmp_path):
+    pytest.importorskip("spacy")
+    import spacy.util
+
+    if not spacy.util.is_package("ja_ginza"):
+        pytest.skip("ja_ginza is not installed")
+    from transformers import pipeline
+
+    import hf_syntax_mt.pipeline  # noqa: F401  (registers "syntax-translation")
+
+    (tmp_path / "train.ja").write_text("".join(ja + "\n" for ja, _ in JAPANESE_PAIRS), encoding="utf-8")
+    (tmp_path / "train.en").write_text("".join(en + "\n" for _, en in JAPANESE_PAIRS), encoding="utf-8")
+    model_args, data_args, training_args = tiny_args(
+        tmp_path / "out", "transformer_dep_rel+transformer_sla", parser="ja_ginza", data_dir=tmp_path,
+        max_steps=3, eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
+    )
+    data_args.source_lang, data_args.target_lang = "ja", "en"
+    data_args.validation_file = None
+    model_args.vocab_size = 200
+    train(model_args, data_args, training_args)
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["parser"]["type"] == "spacy" and config["parser"]["model"] == "ja_ginza"
+    translate = pipeline("syntax-translation", model=str(tmp_path / "out"), max_new_tokens=6)
+    outputs = translate(["妹は白い犬を見た。", "私は本を買った。"])
+    assert len(outputs) == 2 and all(o["translation_text"] for o in outputs)
+
+
+@pytest.mark.slow
+def test_accelerate_two_cpu_processes(tmp_path):
+    """`accelerate launch --cpu --num_processes 2 training/train.py ...` (opt-in: HF_SYNTAX_MT_SLOW=1)."""
+    import os
+    import subprocess
+    import sys
+
+    if os.environ.get("HF_SYNTAX_MT_SLOW") != "1":
+        pytest.skip("set HF_SYNTAX_MT_SLOW=1 to run the 2-process accelerate check")
+    data = synthetic_corpus()
+    script = Path(__file__).resolve().parents[1] / "training" / "train.py"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no", str(script),
+           "--preset", "transformer_dep_rel", "--parser", "preparsed", "--config_overrides", "d_model=32,encoder_layers=1,"
+           "decoder_layers=1,encoder_attention_heads=4,decoder_attention_heads=4,encoder_ffn_dim=64,decoder_ffn_dim=64",
+           "--train_file", str(data / "train"), "--validation_file", str(data / "dev"), "--vocab_size", "120",
+           "--max_target_length", "12", "--output_dir", str(tmp_path / "out"), "--max_steps", "4",
+           "--per_device_train_batch_size", "8", "--eval_strategy", "steps", "--eval_steps", "4", "--save_strategy",
+           "steps", "--save_steps", "4", "--warmup_steps", "1", "--logging_steps", "2", "--disable_tqdm", "true",
+           "--cache_dir", str(tmp_path / "cache")]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
+    assert state["global_step"] == 4 and any("eval_bleu" in h for h in state["log_history"])
+    assert (tmp_path / "out" / "model.safetensors").is_file()
