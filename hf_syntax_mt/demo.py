@@ -21,7 +21,7 @@ from typing import Optional, Sequence
 
 DEMO_PRESETS = ("transformer_abs", "transformer_dep_rel")
 DEMO_MODEL = dict(
-    d_model=64,
+    d_model=128,
     encoder_layers=2,
     decoder_layers=2,
     encoder_attention_heads=4,
@@ -37,10 +37,10 @@ def run_demo(
     presets: Sequence[str] = DEMO_PRESETS,
     n_train: int = 20000,
     n_dev: int = 500,
-    max_steps: int = 600,
-    batch_size: int = 64,
-    learning_rate: float = 2e-3,
-    warmup_steps: int = 100,
+    max_steps: int = 1200,
+    batch_size: int = 48,
+    learning_rate: float = 1.5e-3,
+    warmup_steps: int = 200,
     vocab_size: int = 1000,
     model: Optional[dict] = None,
     samples: int = 3,
@@ -85,7 +85,7 @@ def run_demo(
         training_args = SyntaxMTTrainingArguments(
             output_dir=str(run_dir), max_steps=max_steps, per_device_train_batch_size=batch_size,
             per_device_eval_batch_size=100, learning_rate=learning_rate, warmup_steps=warmup_steps,
-            eval_strategy="no", save_strategy="no", load_best_model_at_end=False, logging_steps=100,
+            eval_strategy="no", save_strategy="no", load_best_model_at_end=False, logging_steps=300,
             seed=seed, use_cpu=True, disable_tqdm=not verbose, dataloader_num_workers=0,
         )
         t0 = time.time()
@@ -125,8 +125,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--presets", default=",".join(DEMO_PRESETS), help="comma-separated presets to compare")
     parser.add_argument("--n-train", type=int, default=20000)
     parser.add_argument("--n-dev", type=int, default=500)
-    parser.add_argument("--max-steps", type=int, default=600)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--max-steps", type=int, default=1200)
+    parser.add_argument("--batch-size", type=int, default=48)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true", help="show progress bars and training logs")
 

@@ -507,6 +507,17 @@ def _load_tokenizer(model_args: ModelArguments, training_args, train_texts):
     return train_joint_bpe_tokenizer(train_texts, vocab_size=model_args.vocab_size)
 
 
+def _tokenizer_signature(tokenizer) -> list:
+    """What makes two tokenizers encode alike (a reloaded tokenizer hashes like the one saved)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return [repr(tokenizer)]
+    state = json.loads(backend.to_str())
+    state.pop("truncation", None)  # set by each call (max_length), not part of the vocabulary
+    state.pop("padding", None)
+    return [state, tokenizer.model_max_length, tokenizer.padding_side, tokenizer.truncation_side]
+
+
 def train(model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments,
           *, tokenizer=None, annotator: Optional[Annotator] = None, target_annotator: Optional[Annotator] = None,
           raw_datasets=None, callbacks=None, command: Optional[str] = None) -> TrainingResult:
@@ -608,7 +619,10 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
                           num_proc=data_args.preprocessing_num_workers,
                           load_from_cache_file=not data_args.overwrite_cache, desc=f"syntax features ({split})")
         if not dataset.cache_files:  # in-memory local data: cache the features explicitly
-            key = datasets.fingerprint.Hasher.hash([dataset._fingerprint, add_syntax_features, fn_kwargs])
+            settings = {k: v for k, v in fn_kwargs.items() if k != "tokenizer"}
+            key = datasets.fingerprint.Hasher.hash(
+                [dataset._fingerprint, add_syntax_features, settings, _tokenizer_signature(tokenizer)]
+            )
             cache_dir.mkdir(parents=True, exist_ok=True)
             map_kwargs.update(cache_file_name=str(cache_dir / f"{split}-{key}.arrow"), new_fingerprint=key)
         with training_args.main_process_first(desc=f"features {split}"):

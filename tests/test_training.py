@@ -139,26 +139,29 @@ def test_best_checkpoint_is_chosen_by_bleu():
     assert state.best_model_checkpoint is not None
 
 
-def test_eval_bleu_matches_direct_generation_with_group_by_length():
-    """Evaluation stays in dataset order even with group_by_length (transformers 5.23 shuffles eval
-    then); the trainer's BLEU equals generate() + sacrebleu over the dev set in order."""
+def test_eval_stays_in_order_with_group_by_length():
+    """transformers 5.23 shuffles the eval set under group_by_length; our trainer evaluates in dataset
+    order, so hypotheses meet their own references: the labels come back in order, each prediction
+    is generate() on that row, and the reported BLEU is sacrebleu on those pairs."""
     out, result = trained_model()
-    trainer = result.trainer
+    trainer, dev = result.trainer, result.datasets["validation"]
     trainer.args.train_sampling_strategy = "group_by_length"
-    trainer.args.per_device_eval_batch_size = 2
-    metrics = trainer.evaluate()
-    tokenizer = AutoTokenizer.from_pretrained(out)
-    model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
-    hyps = []
-    for row in result.datasets["validation"]:
+    trainer.args.per_device_eval_batch_size = 1
+    prediction = trainer.predict(dev, metric_key_prefix="eval")
+    tokenizer = trainer.processing_class
+    model = trainer.model.eval()
+    hyps, refs = [], []
+    for i, row in enumerate(dev):
+        assert [t for t in prediction.label_ids[i].tolist() if t not in (-100, tokenizer.pad_token_id)] == row["labels"]
         batch = {k: torch.tensor([row[k]]) for k in ("input_ids", "attention_mask", "source_heads", "source_distances")}
-        ids = model.generate(**batch, max_length=12)
-        hyps.append(tokenizer.decode(ids[0], skip_special_tokens=True).strip())
-    refs = [tokenizer.decode(tokenizer(t)["input_ids"], skip_special_tokens=True).strip()
-            for t in (synthetic_corpus() / "dev.tgt").read_text().splitlines()]
+        ids = model.generate(**batch, max_length=12)[0].tolist()
+        assert [t for t in prediction.predictions[i].tolist() if t >= 0 and t != tokenizer.pad_token_id] == [
+            t for t in ids if t != tokenizer.pad_token_id]
+        hyps.append(tokenizer.decode(ids, skip_special_tokens=True).strip())
+        refs.append(tokenizer.decode(row["labels"], skip_special_tokens=True).strip())
     scores = load_metric().compute(predictions=hyps, references=[[r] for r in refs])
-    assert metrics["eval_bleu"] == pytest.approx(round(scores["bleu"], 2), abs=0.01)
-    assert metrics["eval_chrf"] == pytest.approx(round(scores["chrf"], 2), abs=0.01)
+    assert prediction.metrics["eval_bleu"] == pytest.approx(round(scores["bleu"], 2), abs=0.01)
+    assert prediction.metrics["eval_chrf"] == pytest.approx(round(scores["chrf"], 2), abs=0.01)
 
 
 def test_resume_from_checkpoint():
@@ -206,7 +209,8 @@ def test_japanese_with_ginza_end_to_end(tmp_path):
 
 @pytest.mark.slow
 def test_accelerate_two_cpu_processes(tmp_path):
-    """`accelerate launch --cpu --num_processes 2 training/train.py ...` (opt-in: HF_SYNTAX_MT_SLOW=1)."""
+    """`accelerate launch --multi_gpu --num_processes 2 training/train.py --use_cpu true ...` on CPU
+    (opt-in: HF_SYNTAX_MT_SLOW=1)."""
     import os
     import subprocess
     import sys
@@ -215,7 +219,8 @@ def test_accelerate_two_cpu_processes(tmp_path):
         pytest.skip("set HF_SYNTAX_MT_SLOW=1 to run the 2-process accelerate check")
     data = synthetic_corpus()
     script = Path(__file__).resolve().parents[1] / "training" / "train.py"
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "2", "--num_machines", "1",
+    # `--cpu` would force accelerate's single-process launcher; `--multi_gpu` + `--use_cpu` gives DDP over gloo
+    cmd = [str(Path(sys.executable).parent / "accelerate"), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
            "--mixed_precision", "no", "--dynamo_backend", "no", str(script),
            "--preset", "transformer_dep_rel", "--parser", "preparsed", "--config_overrides", "d_model=32,encoder_layers=1,"
            "decoder_layers=1,encoder_attention_heads=4,decoder_attention_heads=4,encoder_ffn_dim=64,decoder_ffn_dim=64",
@@ -223,10 +228,11 @@ def test_accelerate_two_cpu_processes(tmp_path):
            "--max_target_length", "12", "--output_dir", str(tmp_path / "out"), "--max_steps", "4",
            "--per_device_train_batch_size", "8", "--eval_strategy", "steps", "--eval_steps", "4", "--save_strategy",
            "steps", "--save_steps", "4", "--warmup_steps", "1", "--logging_steps", "2", "--disable_tqdm", "true",
-           "--cache_dir", str(tmp_path / "cache")]
+           "--cache_dir", str(tmp_path / "cache"), "--use_cpu", "true"]
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
+    assert state["epoch"] == pytest.approx(4 / 3, abs=0.01)  # 48 pairs / (2 processes x 8) = 3 steps an epoch
     assert state["global_step"] == 4 and any("eval_bleu" in h for h in state["log_history"])
     assert (tmp_path / "out" / "model.safetensors").is_file()

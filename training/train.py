@@ -16,7 +16,7 @@ decoder_attention_heads=4,encoder_ffn_dim=1024,decoder_ffn_dim=1024 \
         --per_device_train_batch_size 64 --num_train_epochs 8 --output_dir out/ja_en
 
     # two CPU processes
-    accelerate launch --cpu --num_processes 2 training/train.py ...
+    accelerate launch --multi_gpu --num_processes 2 training/train.py --use_cpu true ...
 """
 
 from hf_syntax_mt.training import main
