@@ -1,7 +1,8 @@
 """hf_syntax_mt: syntax-aware Transformer NMT models for HuggingFace Transformers.
 
 Importing the package registers `SyntaxMTConfig` / `SyntaxMTForConditionalGeneration` with the
-Auto classes (`AutoConfig`, `AutoModel`, `AutoModelForSeq2SeqLM`).
+Auto classes (`AutoConfig`, `AutoModel`, `AutoModelForSeq2SeqLM`) and the `syntax-translation`
+pipeline task.
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
@@ -17,6 +18,25 @@ from .modeling_syntax_mt import (
     relative_position_ids,
 )
 
+from .data import DataCollatorForSyntaxSeq2Seq, SyntaxFeatureProcessor, add_syntax_features
+from .metrics import load_metric
+from .syntax import (
+    Annotation,
+    Annotator,
+    PreParsedAnnotator,
+    SpacyAnnotator,
+    StanzaAnnotator,
+    dependency_to_distance,
+    load_annotator,
+    local_range_mask,
+    project_heads_to_subwords,
+    read_conllu,
+    syntactic_distance,
+    validate_heads,
+)
+from .synthetic import generate_synthetic_corpus, write_synthetic_corpus
+from .tokenization import train_joint_bpe_tokenizer
+
 AutoConfig.register(SyntaxMTConfig.model_type, SyntaxMTConfig, exist_ok=True)
 AutoModel.register(SyntaxMTConfig, SyntaxMTModel, exist_ok=True)
 AutoModelForSeq2SeqLM.register(SyntaxMTConfig, SyntaxMTForConditionalGeneration, exist_ok=True)
@@ -24,9 +44,31 @@ SyntaxMTConfig.register_for_auto_class()
 SyntaxMTModel.register_for_auto_class("AutoModel")
 SyntaxMTForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
+from .pipeline import SyntaxTranslationPipeline  # noqa: E402  (registers "syntax-translation")
+
 __version__ = "0.1.0"
 
 __all__ = [
+    "Annotation",
+    "Annotator",
+    "DataCollatorForSyntaxSeq2Seq",
+    "PreParsedAnnotator",
+    "SpacyAnnotator",
+    "StanzaAnnotator",
+    "SyntaxFeatureProcessor",
+    "SyntaxTranslationPipeline",
+    "add_syntax_features",
+    "dependency_to_distance",
+    "generate_synthetic_corpus",
+    "load_annotator",
+    "load_metric",
+    "local_range_mask",
+    "project_heads_to_subwords",
+    "read_conllu",
+    "syntactic_distance",
+    "train_joint_bpe_tokenizer",
+    "validate_heads",
+    "write_synthetic_corpus",
     "PRESETS",
     "SyntaxMTConfig",
     "SyntaxMTModel",
