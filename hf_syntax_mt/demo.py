@@ -58,6 +58,9 @@ def run_demo(
     from .training import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
 
     if not verbose:
+        import logging
+
+        logging.getLogger("sacrebleu").setLevel(logging.ERROR)  # the synthetic text is tokenized on purpose
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
         import datasets
