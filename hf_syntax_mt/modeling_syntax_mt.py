@@ -523,6 +523,7 @@ class SyntaxMTPreTrainedModel(PreTrainedModel):
     base_model_prefix = "model"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
+    accepts_loss_kwargs = False  # the loss is a per-batch mean (token + parse terms)
     _no_split_modules = ["SyntaxMTEncoderLayer", "SyntaxMTDecoderLayer"]
 
     @torch.no_grad()

@@ -334,14 +334,12 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
       decoder_parse_loss), each the mean over the micro-batches since the last log;
     - evaluates in dataset order (transformers 5.23 shuffles the eval set under
       `train_sampling_strategy="group_by_length"`, which pairs hypotheses with wrong references);
-    - the model returns a per-batch mean loss, so it is scaled for gradient accumulation here;
     - `generate` gets the source and its features only (no labels / target_heads);
     - `create_model_card` writes this package's card (used by `push_to_hub`).
     """
 
     def __init__(self, *args, model_card_info: Optional[dict] = None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.model_accepts_loss_kwargs = False
         self.model_card_info = model_card_info or {}
         self._component_sums: dict[str, float] = {}
         self._component_counts: dict[str, int] = {}

@@ -420,3 +420,24 @@ def test_invalid_configs_are_refused():
         SyntaxMTConfig.from_preset("transformer_xyz")
     with pytest.raises(ValueError, match="relation_combination"):
         tiny_config(relation_combination="product")
+
+
+@pytest.mark.parametrize("preset", ["transformer_abs", "transformer_dep_labeled_rel+transformer_dbsa+transformer_sla"])
+def test_padded_batch_generates_what_each_sentence_generates_alone(preset):
+    torch.manual_seed(0)
+    config = tiny_config(preset, init_std=0.3)
+    model = SyntaxMTForConditionalGeneration(config).eval()
+    batch = random_batch([9, 4, 7], seed=17)
+    features = syntax_kwargs(config, batch)
+    together = model.generate(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], max_new_tokens=8, num_beams=3, **features
+    )
+    for row, length in enumerate([9, 4, 7]):
+        alone = model.generate(
+            input_ids=batch["input_ids"][row : row + 1, :length],
+            max_new_tokens=8,
+            num_beams=3,
+            **{name: value[row : row + 1, :length] for name, value in features.items()},
+        )
+        generated = together[row][: alone.shape[1]]
+        assert torch.equal(generated, alone[0]), (row, together[row], alone[0])
