@@ -147,6 +147,7 @@ def test_eval_stays_in_order_with_group_by_length():
     trainer, dev = result.trainer, result.datasets["validation"]
     trainer.args.train_sampling_strategy = "group_by_length"
     trainer.args.per_device_eval_batch_size = 1
+    trainer.create_accelerator_and_postprocess()  # later Trainers in this session reset the shared accelerate state
     prediction = trainer.predict(dev, metric_key_prefix="eval")
     tokenizer = trainer.processing_class
     model = trainer.model.eval()
