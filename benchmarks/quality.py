@@ -220,30 +220,29 @@ def parse_cached(lines: list[str], spec: dict, text_path: Path, cache_dir: Path,
     parser = build_parser(spec)
     key = hashlib.sha256(repr((text_sha(lines), parser._fingerprint())).encode()).hexdigest()[:20]
     path = cache_dir / f"{Path(str(text_path)).name}.{spec['spacy']}.{key}.jsonl.gz"
+    tmp = path.with_suffix(".partial")
     done: list[Annotation] = []
-    if path.is_file():
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            for line in f:
-                try:
+    source = path if path.is_file() else tmp
+    if source.is_file():
+        try:
+            with gzip.open(source, "rt", encoding="utf-8") as f:
+                for line in f:
                     done.append(_from_json(line))
-                except (ValueError, json.JSONDecodeError):  # a torn last line of an interrupted write
-                    break
+        except (ValueError, EOFError, OSError):  # a torn end of an interrupted write: keep what parsed
+            pass
     if len(done) >= len(lines):
         return done[: len(lines)]
     cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
     start = time.time()
-    with gzip.open(tmp, "wt", encoding="utf-8") as f:
-        for a in done:
-            f.write(_to_json(a) + "\n")
-        for i in range(len(done), len(lines), chunk):
-            batch = parser.annotate(lines[i: i + chunk])
-            for a in batch:
-                f.write(_to_json(a) + "\n")
-            done.extend(batch)
-            f.flush()
-            logger.info("parsed %d/%d lines of %s with %s (%.0f s)", len(done), len(lines), text_path,
-                        spec["spacy"], time.time() - start)
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:  # rewrite the good part, then append chunk by chunk
+        f.writelines(_to_json(a) + "\n" for a in done)
+    for i in range(len(done), len(lines), chunk):
+        batch = parser.annotate(lines[i: i + chunk])
+        with gzip.open(tmp, "at", encoding="utf-8") as f:
+            f.writelines(_to_json(a) + "\n" for a in batch)
+        done.extend(batch)
+        logger.info("parsed %d/%d lines of %s with %s (%.0f s)", len(done), len(lines), text_path,
+                    spec["spacy"], time.time() - start)
     tmp.replace(path)
     logger.info("parse cache: %s (%d lines, %.0f s)", path, len(lines), time.time() - start)
     return done

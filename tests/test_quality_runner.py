@@ -171,3 +171,41 @@ def test_despaced_ginza_spans_index_the_spaced_text():
     assert "".join(a.words) == text.replace(" ", "")
     root = a.words.index("買っ")
     assert a.heads[root] == root and a.heads[a.words.index("私")] == root
+
+
+class _ToyParser(quality.Annotator):
+    """Words = whitespace tokens, each attached to the first; fails after `fail_after` calls."""
+
+    name = "toy"
+
+    def __init__(self, fail_after=None):
+        self.fail_after, self.seen = fail_after, []
+
+    def settings(self):
+        return {}
+
+    def _annotate(self, texts):
+        if self.fail_after is not None and len(self.seen) >= self.fail_after:
+            raise KeyboardInterrupt
+        self.seen.append(list(texts))
+        out = []
+        for t in texts:
+            words = t.split()
+            out.append(quality.Annotation(t, words, quality.locate_words(t, words), [0] * len(words)))
+        return out
+
+
+def test_parse_cache_resumes_an_interrupted_parse(tmp_path, monkeypatch):
+    lines = [f"w{i} x{i} y" for i in range(5)]
+    spec = {"spacy": "toy"}
+    monkeypatch.setattr(quality, "build_parser", lambda spec: _ToyParser(fail_after=2))
+    with pytest.raises(KeyboardInterrupt):
+        quality.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache", chunk=2)
+    parser = _ToyParser()
+    monkeypatch.setattr(quality, "build_parser", lambda spec: parser)
+    parses = quality.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache", chunk=2)
+    assert parser.seen == [lines[4:]] and [a.text for a in parses] == lines
+    assert parses[1].words == ["w1", "x1", "y"] and parses[1].heads == [0, 0, 0]
+    parser.seen.clear()
+    assert [a.words for a in quality.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache")] == \
+        [a.words for a in parses] and parser.seen == []
