@@ -543,14 +543,37 @@ def _check_features(name, tensor, input_ids):
         raise ValueError(f"{name} has shape {tuple(tensor.shape)} but input_ids has shape {tuple(input_ids.shape)}")
 
 
-class SyntaxMTEncoder(SyntaxMTPreTrainedModel):
-    def __init__(self, config, embed_tokens):
+class SyntaxMTStack(SyntaxMTPreTrainedModel):
+    """What the encoder and decoder stacks share: layers, and the input embedding
+    x_t = sqrt(d_model) · E[y_t] (+ PE(position_t) when `use_absolute_positions`), then dropout."""
+
+    def __init__(self, config, embed_tokens, layer_class, num_layers):
         super().__init__(config)
         self.embed_tokens = embed_tokens
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.layers = nn.ModuleList([SyntaxMTEncoderLayer(config, i + 1) for i in range(config.encoder_layers)])
+        self.layers = nn.ModuleList([layer_class(config, i + 1) for i in range(num_layers)])
         self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
         self.post_init()
+
+    def embed(self, input_ids=None, inputs_embeds=None, past_length=0, side="source"):
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        length = inputs_embeds.shape[1]
+        if past_length + length > self.config.max_position_embeddings:
+            raise ValueError(
+                f"{side} length {past_length + length} exceeds max_position_embeddings="
+                f"{self.config.max_position_embeddings}"
+            )
+        hidden_states = inputs_embeds * self.embed_scale
+        if self.config.use_absolute_positions:
+            positions = torch.arange(past_length, past_length + length, device=hidden_states.device)
+            hidden_states = hidden_states + sinusoidal_positions(positions, self.config.d_model).to(hidden_states.dtype)
+        return F.dropout(hidden_states, p=self.config.dropout, training=self.training)
+
+
+class SyntaxMTEncoder(SyntaxMTStack):
+    def __init__(self, config, embed_tokens):
+        super().__init__(config, embed_tokens, SyntaxMTEncoderLayer, config.encoder_layers)
 
     def forward(
         self,
@@ -566,16 +589,11 @@ class SyntaxMTEncoder(SyntaxMTPreTrainedModel):
     ):
         """Encode the source; `source_heads` / `source_distances` as in SPEC §7."""
         config = self.config
-        if inputs_embeds is None:
-            inputs_embeds = self.embed_tokens(input_ids)
-        batch_size, length = inputs_embeds.shape[:2]
-        reference = input_ids if input_ids is not None else inputs_embeds[..., 0]
+        hidden_states = self.embed(input_ids, inputs_embeds)
+        batch_size, length = hidden_states.shape[:2]
+        reference = input_ids if input_ids is not None else hidden_states[..., 0]
         if attention_mask is None:
-            attention_mask = torch.ones(batch_size, length, dtype=torch.long, device=inputs_embeds.device)
-        if length > config.max_position_embeddings:
-            raise ValueError(
-                f"source length {length} exceeds max_position_embeddings={config.max_position_embeddings}"
-            )
+            attention_mask = torch.ones(batch_size, length, dtype=torch.long, device=hidden_states.device)
         preset = config.preset or "this configuration"
         dependency_ids = None
         if config.dependency_relations is not None or (config.dbsa_encoder_layer and source_heads is not None):
@@ -603,13 +621,8 @@ class SyntaxMTEncoder(SyntaxMTPreTrainedModel):
             localized_log_mask = localized_attention_log_mask(source_distances, config.sla_tau)
         relative_ids = None
         if config.relative_positions:
-            relative_ids = relative_position_ids(length, length, config.max_relative_position, device=inputs_embeds.device)
+            relative_ids = relative_position_ids(length, length, config.max_relative_position, device=hidden_states.device)
 
-        hidden_states = inputs_embeds * self.embed_scale
-        if config.use_absolute_positions:
-            positions = torch.arange(length, device=hidden_states.device)
-            hidden_states = hidden_states + sinusoidal_positions(positions, config.d_model).to(hidden_states.dtype)
-        hidden_states = F.dropout(hidden_states, p=config.dropout, training=self.training)
         padding_mask = attention_mask.bool()
         all_hidden_states, all_attentions, parse_logits = [], [], None
         for layer in self.layers:
@@ -631,14 +644,9 @@ class SyntaxMTEncoder(SyntaxMTPreTrainedModel):
         )
 
 
-class SyntaxMTDecoder(SyntaxMTPreTrainedModel):
+class SyntaxMTDecoder(SyntaxMTStack):
     def __init__(self, config, embed_tokens):
-        super().__init__(config)
-        self.embed_tokens = embed_tokens
-        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.layers = nn.ModuleList([SyntaxMTDecoderLayer(config, i + 1) for i in range(config.decoder_layers)])
-        self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
-        self.post_init()
+        super().__init__(config, embed_tokens, SyntaxMTDecoderLayer, config.decoder_layers)
 
     def forward(
         self,
@@ -656,15 +664,7 @@ class SyntaxMTDecoder(SyntaxMTPreTrainedModel):
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
-        if past_length + length > config.max_position_embeddings:
-            raise ValueError(
-                f"target length {past_length + length} exceeds max_position_embeddings={config.max_position_embeddings}"
-            )
-        hidden_states = self.embed_tokens(input_ids) * self.embed_scale
-        if config.use_absolute_positions:
-            positions = torch.arange(past_length, past_length + length, device=input_ids.device)
-            hidden_states = hidden_states + sinusoidal_positions(positions, config.d_model).to(hidden_states.dtype)
-        hidden_states = F.dropout(hidden_states, p=config.dropout, training=self.training)
+        hidden_states = self.embed(input_ids, past_length=past_length, side="target")
         relative_ids = None
         if config.relative_positions:
             relative_ids = relative_position_ids(

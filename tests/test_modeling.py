@@ -441,3 +441,11 @@ def test_padded_batch_generates_what_each_sentence_generates_alone(preset):
         )
         generated = together[row][: alone.shape[1]]
         assert torch.equal(generated, alone[0]), (row, together[row], alone[0])
+
+
+def test_sentences_longer_than_the_model_allows_are_refused():
+    model = SyntaxMTForConditionalGeneration(tiny_config("transformer_rel", max_position_embeddings=8)).eval()
+    with pytest.raises(ValueError, match="source length 9 exceeds max_position_embeddings=8"):
+        model(input_ids=torch.ones(1, 9, dtype=torch.long), decoder_input_ids=torch.zeros(1, 1, dtype=torch.long))
+    with pytest.raises(ValueError, match="target length 9 exceeds max_position_embeddings=8"):
+        model(input_ids=torch.ones(1, 3, dtype=torch.long), decoder_input_ids=torch.zeros(1, 9, dtype=torch.long))
