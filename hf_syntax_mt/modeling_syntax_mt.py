@@ -275,8 +275,12 @@ class SyntaxMTAttention(nn.Module):
         relation_terms=(),
         localized_log_mask=None,
         localized_heads=0,
+        need_weights=False,
     ):
         """
+        Without relation terms, localized heads, parse head or `need_weights`, this is plain
+        scaled dot-product attention and runs through `F.scaled_dot_product_attention`.
+
         Args:
             hidden_states: (B, q, d) queries (and keys/values for self-attention).
             key_value_states: (B, k, d) encoder states for cross-attention.
@@ -284,8 +288,9 @@ class SyntaxMTAttention(nn.Module):
             causal: mask keys after the query (query i sits at position past_length + i).
             relation_terms: `RelationTerm`s added to keys and values.
             localized_log_mask: (B, q, k) log G added to the last `localized_heads` heads.
+            need_weights: return the attention probabilities.
         Returns:
-            (output (B, q, d), attention probabilities (B, H, q, k), parse logits (B, q, k) or None)
+            (output (B, q, d), attention probabilities (B, H, q, k) or None, parse logits (B, q, k) or None)
         """
         query = self._project(hidden_states, self.q_proj)
         cache = past_key_values
@@ -310,11 +315,19 @@ class SyntaxMTAttention(nn.Module):
             future = torch.ones(query_length, key_length, dtype=torch.bool, device=query.device).triu(past_length + 1)
             mask = future[None, None] if mask is None else mask | future
 
+        localized = localized_log_mask is not None and localized_heads > 0
+        if not (relation_terms or localized or self.parse_head or need_weights):
+            output = F.scaled_dot_product_attention(
+                query, key, value, attn_mask=None if mask is None else ~mask, dropout_p=self.dropout if self.training else 0.0
+            )
+            output = output.transpose(1, 2).reshape(hidden_states.shape[0], query_length, self.embed_dim)
+            return self.out_proj(output), None, None
+
         scores = (query @ key.transpose(-1, -2)) * self.scaling
         for term in relation_terms:
             if term.key_table is not None:
                 scores = scores + relation_key_logits(query, term) * self.scaling
-        if localized_log_mask is not None and localized_heads:
+        if localized:
             scores = torch.cat(
                 [scores[:, :-localized_heads], scores[:, -localized_heads:] + localized_log_mask[:, None]], dim=1
             )
@@ -428,7 +441,9 @@ class SyntaxMTEncoderLayer(nn.Module):
         hidden_states = hidden_states + F.dropout(output, self.dropout, self.training)
         return (hidden_states if pre_ln else layer_norm(hidden_states)), extras
 
-    def forward(self, hidden_states, padding_mask, relative_ids=None, dependency_ids=None, localized_log_mask=None):
+    def forward(
+        self, hidden_states, padding_mask, relative_ids=None, dependency_ids=None, localized_log_mask=None, output_attentions=False
+    ):
         terms = self.relations.terms(relative_ids, dependency_ids)
         hidden_states, (probs, parse_logits) = self._residual(
             hidden_states,
@@ -439,6 +454,7 @@ class SyntaxMTEncoderLayer(nn.Module):
                 relation_terms=terms,
                 localized_log_mask=localized_log_mask if self.localized_heads else None,
                 localized_heads=self.localized_heads,
+                need_weights=output_attentions,
             ),
         )
         hidden_states, _ = self._residual(hidden_states, self.final_layer_norm, lambda x: (self.feed_forward(x),))
@@ -465,18 +481,32 @@ class SyntaxMTDecoderLayer(SyntaxMTEncoderLayer):
         self.final_layer_norm = nn.LayerNorm(config.d_model)
         self.dropout = config.dropout
 
-    def forward(self, hidden_states, encoder_hidden_states, encoder_padding_mask, past_key_values=None, relative_ids=None):
+    def forward(
+        self,
+        hidden_states,
+        encoder_hidden_states,
+        encoder_padding_mask,
+        past_key_values=None,
+        relative_ids=None,
+        output_attentions=False,
+    ):
         terms = self.relations.terms(relative_ids)
         hidden_states, (self_probs, parse_logits) = self._residual(
             hidden_states,
             self.self_attn_layer_norm,
-            lambda x: self.self_attn(x, causal=True, past_key_values=past_key_values, relation_terms=terms),
+            lambda x: self.self_attn(
+                x, causal=True, past_key_values=past_key_values, relation_terms=terms, need_weights=output_attentions
+            ),
         )
         hidden_states, (cross_probs, _) = self._residual(
             hidden_states,
             self.encoder_attn_layer_norm,
             lambda x: self.encoder_attn(
-                x, key_value_states=encoder_hidden_states, padding_mask=encoder_padding_mask, past_key_values=past_key_values
+                x,
+                key_value_states=encoder_hidden_states,
+                padding_mask=encoder_padding_mask,
+                past_key_values=past_key_values,
+                need_weights=output_attentions,
             ),
         )
         hidden_states, _ = self._residual(hidden_states, self.final_layer_norm, lambda x: (self.feed_forward(x),))
@@ -628,7 +658,7 @@ class SyntaxMTEncoder(SyntaxMTStack):
         for layer in self.layers:
             all_hidden_states.append(hidden_states)
             hidden_states, probs, layer_parse_logits = layer(
-                hidden_states, padding_mask, relative_ids, dependency_ids, localized_log_mask
+                hidden_states, padding_mask, relative_ids, dependency_ids, localized_log_mask, output_attentions
             )
             all_attentions.append(probs)
             if layer_parse_logits is not None:
@@ -675,7 +705,7 @@ class SyntaxMTDecoder(SyntaxMTStack):
         for layer in self.layers:
             all_hidden_states.append(hidden_states)
             hidden_states, self_probs, cross_probs, layer_parse_logits = layer(
-                hidden_states, encoder_hidden_states, encoder_padding_mask, past_key_values, relative_ids
+                hidden_states, encoder_hidden_states, encoder_padding_mask, past_key_values, relative_ids, output_attentions
             )
             self_attentions.append(self_probs)
             cross_attentions.append(cross_probs)

@@ -449,3 +449,18 @@ def test_sentences_longer_than_the_model_allows_are_refused():
         model(input_ids=torch.ones(1, 9, dtype=torch.long), decoder_input_ids=torch.zeros(1, 1, dtype=torch.long))
     with pytest.raises(ValueError, match="target length 9 exceeds max_position_embeddings=8"):
         model(input_ids=torch.ones(1, 3, dtype=torch.long), decoder_input_ids=torch.zeros(1, 9, dtype=torch.long))
+
+
+def test_fused_attention_path_equals_the_explicit_one():
+    """Plain attention runs through F.scaled_dot_product_attention unless the probabilities are
+    asked for; both paths give the same logits (padding, causal mask, cache)."""
+    torch.manual_seed(0)
+    model = SyntaxMTForConditionalGeneration(tiny_config("transformer_abs", init_std=0.3)).eval()
+    batch = random_batch([9, 5], seed=18)
+    decoder_input_ids = torch.randint(3, 40, (2, 6))
+    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=decoder_input_ids)
+    with torch.no_grad():
+        fused = model(**inputs).logits
+        explicit = model(**inputs, output_attentions=True)
+    assert explicit.encoder_attentions is not None and explicit.cross_attentions[0].shape == (2, 4, 6, 9)
+    assert torch.allclose(fused, explicit.logits, atol=1e-5)
