@@ -345,7 +345,8 @@ def test_remote_code_reload_without_the_package(tmp_path):
         with torch.no_grad():
             logits = model(input_ids=b["input_ids"], source_heads=b["source_heads"],
                            decoder_input_ids=torch.zeros(1, 3, dtype=torch.long)).logits
-        assert torch.equal(logits, check["expected"])
+        # another process may use another thread count, hence fused-kernel rounding: compare at 1e-5
+        assert torch.allclose(logits, check["expected"], atol=1e-5), (logits - check["expected"]).abs().max()
         print("REMOTE-OK")
         """
     )
