@@ -323,14 +323,13 @@ class SyntaxMTAttention(nn.Module):
             output = output.transpose(1, 2).reshape(hidden_states.shape[0], query_length, self.embed_dim)
             return self.out_proj(output), None, None
 
-        scores = (query @ key.transpose(-1, -2)) * self.scaling
+        scaled_query = query * self.scaling
+        scores = scaled_query @ key.transpose(-1, -2)
         for term in relation_terms:
             if term.key_table is not None:
-                scores = scores + relation_key_logits(query, term) * self.scaling
+                scores.add_(relation_key_logits(scaled_query, term))
         if localized:
-            scores = torch.cat(
-                [scores[:, :-localized_heads], scores[:, -localized_heads:] + localized_log_mask[:, None]], dim=1
-            )
+            scores[:, -localized_heads:] += localized_log_mask[:, None]
         parse_logits = None
         if self.parse_head:
             parse_query, parse_key = query[:, 0], key[:, 0]
@@ -338,7 +337,7 @@ class SyntaxMTAttention(nn.Module):
             parse_logits = parse_logits + (parse_key @ self.parse_key_bias)[:, None, :]
             scores = torch.cat([parse_logits[:, None], scores[:, 1:]], dim=1)
         if mask is not None:
-            scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
+            scores.masked_fill_(mask, torch.finfo(scores.dtype).min)
             if parse_logits is not None:
                 parse_logits = parse_logits.masked_fill(mask[:, 0], torch.finfo(scores.dtype).min)
 
