@@ -1,20 +1,33 @@
-"""Training-step time, peak memory and decoding time of every preset, relative to
-`transformer_abs` and to a same-size `MarianMTModel`, measured in one run of this script.
+"""Training throughput, peak memory, decoding time and raw-text pipeline throughput of every preset,
+relative to `transformer_abs` and to a same-size `MarianMTModel`, measured in one run of this script.
 
-    python benchmarks/speed.py [--lengths 32 64 128 256] [--batch-size 16] [--steps 4]
-        [--presets transformer_abs transformer_rel ...] [--output benchmarks/results/speed.json]
+    python benchmarks/speed.py [--lengths 32 64 128 256] [--batch-size 16] [--rounds 5]
+        [--presets transformer_abs transformer_rel ...] [--pipeline-text FILE --pipeline-parser ja_ginza]
+        [--output benchmarks/results/speed.json]
 
 Size as the issue-6 recipe (d_model 256, 3+3 layers, 4 heads, ffn 1024, vocab 8000), 2 threads,
 source length n, target length n, random dependency trees and distances as syntax features.
-Each system runs in its own subprocess with `MALLOC_MMAP_THRESHOLD_` fixed, so that freed
-tensors return to the OS and the peak resident set of a step (VmHWM after resetting it through
-/proc/self/clear_refs, minus the resident set before the step) measures its peak memory.
+
+- Time: every system is built in ONE process and timed in interleaved rounds (one AdamW step of
+  each system per round, the order rotating), so that the machine's drift hits all systems
+  alike; a ratio is the median over rounds of the per-round ratio. Training tokens/s counts
+  source + target tokens of the batch.
+- Memory: each system runs in its own subprocess with `MALLOC_MMAP_THRESHOLD_` fixed, so that
+  freed tensors return to the OS and the peak resident set of a step (VmHWM after resetting it
+  through /proc/self/clear_refs, minus the resident set before the step) is its peak memory.
+- Decoding: beam 4 (and greedy), 32 sentences × 30 new tokens, interleaved like training.
+- Pipeline: raw sentences → translations through `pipeline("syntax-translation")` (beam 4, 20 new
+  tokens, batch 32), with the time spent in the parser measured separately; presets that need no
+  parser at inference (abs, DBSA) skip it. The text defaults to ../shared's small_parallel_enja dev
+  set with its spaces removed (raw Japanese) parsed by GiNZA; `--pipeline-parser` may also name a
+  CoNLL-U file of pre-parsed sentences. The models are untrained, hence the fixed output length.
 """
 
 import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -46,6 +59,10 @@ DEFAULT_PRESETS = [
     "transformer_dep_rel+transformer_dbsa+transformer_sla",
 ]
 MARIAN = "marian"
+BASELINE = "transformer_abs"
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+DEFAULT_PIPELINE_TEXT = SHARED / "data" / "small_parallel_enja" / "dev.ja"
+GINZA_DISABLE = ["ner", "morphologizer", "compound_splitter", "bunsetu_recognizer"]
 
 
 def _memory_kb(field):
@@ -71,14 +88,15 @@ def _random_tree(length, rng):
     return heads
 
 
-def _build(system):
+def _build(system, size):
     import torch
 
+    torch.manual_seed(0)
     if system == MARIAN:
         from transformers import MarianConfig, MarianMTModel
 
         config = MarianConfig(
-            **{k: v for k, v in SIZE.items()},
+            **size,
             pad_token_id=0,
             eos_token_id=1,
             decoder_start_token_id=0,
@@ -88,8 +106,7 @@ def _build(system):
         return MarianMTModel(config), config
     from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
 
-    config = SyntaxMTConfig.from_preset(system, **SIZE)
-    torch.manual_seed(0)
+    config = SyntaxMTConfig.from_preset(system, **size)
     return SyntaxMTForConditionalGeneration(config), config
 
 
@@ -97,16 +114,17 @@ def _batch(config, batch_size, length, seed=0):
     import torch
 
     rng = random.Random(seed)
+    generator = torch.Generator().manual_seed(seed)
     words = length - 1
-    input_ids = torch.randint(3, 8000, (batch_size, length))
+    input_ids = torch.randint(3, config.vocab_size, (batch_size, length), generator=generator)
     input_ids[:, -1] = 1
-    labels = torch.randint(3, 8000, (batch_size, length))
+    labels = torch.randint(3, config.vocab_size, (batch_size, length), generator=generator)
     labels[:, -1] = 1
     batch = dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), labels=labels)
     if getattr(config, "needs_source_heads", False):
         batch["source_heads"] = torch.tensor([_random_tree(words, rng) + [-100] for _ in range(batch_size)])
     if getattr(config, "needs_source_distances", False):
-        distances = torch.randint(1, 8, (batch_size, length)).float()
+        distances = torch.randint(1, 8, (batch_size, length), generator=generator).float()
         distances[:, -2:] = 2000.0
         batch["source_distances"] = distances
     if getattr(config, "needs_target_heads", False):
@@ -114,111 +132,261 @@ def _batch(config, batch_size, length, seed=0):
     return batch
 
 
-def run_system(system, lengths, batch_size, steps):
-    """Measure one system at every length (runs inside the subprocess)."""
+def _training_step(model, optimizer, batch):
+    def step():
+        loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def _interleaved(functions, rounds):
+    """Run each function once per round, the order rotating; returns {name: [seconds per round]}."""
+    names = list(functions)
+    times = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            start = time.perf_counter()
+            functions[name]()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def measure_memory(system, lengths, batch_size, size):
+    """Peak memory of one training step at every length (runs alone in a subprocess)."""
     import torch
 
     torch.set_num_threads(2)
-    model, config = _build(system)
+    model, config = _build(system, size)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    results = {}
+    memory = {}
     for length in lengths:
-        batch = _batch(config, batch_size, length)
-
-        def step():
-            loss = model(**batch).loss
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-
+        step = _training_step(model, optimizer, _batch(config, batch_size, length))
         step()  # warm-up, creates the optimizer state
         before = _memory_kb("VmRSS")
         _reset_peak_memory()
         step()
-        peak_mb = (_memory_kb("VmHWM") - before) / 1024
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        step_ms = (time.perf_counter() - start) / steps * 1000
-        results[length] = {"step_ms": step_ms, "peak_mb": peak_mb}
+        memory[length] = (_memory_kb("VmHWM") - before) / 1024
+    return memory
 
-    model.eval()
-    generate_batch = _batch(config, 32, 30, seed=1)
-    inputs = {k: v for k, v in generate_batch.items() if k not in ("labels", "target_heads")}
-    decode = {}
+
+def measure_time(systems, lengths, batch_size, rounds, size):
+    """Interleaved training-step and decoding times of all systems (one process)."""
+    import torch
+
+    torch.set_num_threads(2)
+    built = {system: _build(system, size) for system in systems}
+    train = {system: {} for system in systems}
+    for length in lengths:
+        steps = {}
+        for system, (model, config) in built.items():
+            model.train()
+            steps[system] = _training_step(model, torch.optim.AdamW(model.parameters(), lr=1e-4), _batch(config, batch_size, length))
+            steps[system]()  # warm-up
+        times = _interleaved(steps, rounds)
+        for system in systems:
+            train[system][length] = {"step_s": times[system], "tokens": 2 * batch_size * length}
+        print(f"timed n={length}", file=sys.stderr, flush=True)
+
+    decode = {system: {} for system in systems}
     with torch.no_grad():
         for beams in (1, 4):
-            model.generate(**inputs, num_beams=beams, max_new_tokens=30, min_new_tokens=30)
-            start = time.perf_counter()
-            for _ in range(2):
-                model.generate(**inputs, num_beams=beams, max_new_tokens=30, min_new_tokens=30)
-            decode[f"beam{beams}_s"] = (time.perf_counter() - start) / 2
-    return {"train": results, "decode": decode}
+            calls = {}
+            for system, (model, config) in built.items():
+                model.eval()
+                inputs = {k: v for k, v in _batch(config, 32, 30, seed=1).items() if k not in ("labels", "target_heads")}
+                calls[system] = lambda model=model, inputs=inputs: model.generate(
+                    **inputs, num_beams=beams, max_new_tokens=30, min_new_tokens=30
+                )
+                calls[system]()  # warm-up
+            for system, seconds in _interleaved(calls, max(2, rounds // 2)).items():
+                decode[system][f"beam{beams}_s"] = seconds
+    return {"train": train, "decode": decode}
 
 
-def _format_table(results, lengths, presets):
-    lines = [
-        "| system | " + " | ".join(f"n={n} step ×abs / ×Marian" for n in lengths) + " | "
-        + " | ".join(f"n={n} mem ×abs / ×Marian" for n in lengths) + " | beam-4 decode ×Marian |",
-        "|---|" + "---|" * (2 * len(lengths) + 1),
-    ]
-    abs_train, marian_train = results["transformer_abs"]["train"], results[MARIAN]["train"]
-    for system in [MARIAN] + presets:
-        train = results[system]["train"]
-        steps = [
-            f"{train[n]['step_ms'] / abs_train[n]['step_ms']:.2f} / {train[n]['step_ms'] / marian_train[n]['step_ms']:.2f}"
-            for n in lengths
-        ]
-        memory = [
-            f"{train[n]['peak_mb'] / abs_train[n]['peak_mb']:.2f} / {train[n]['peak_mb'] / marian_train[n]['peak_mb']:.2f}"
-            for n in lengths
-        ]
-        decode = results[system]["decode"]["beam4_s"] / results[MARIAN]["decode"]["beam4_s"]
-        lines.append(f"| {system} | " + " | ".join(steps) + " | " + " | ".join(memory) + f" | {decode:.2f} |")
-    absolute = ["", "Absolute figures of the baselines:"]
-    for system in (MARIAN, "transformer_abs"):
-        train = results[system]["train"]
-        absolute.append(
-            f"- {system}: "
-            + ", ".join(f"n={n}: {train[n]['step_ms']:.0f} ms/step, {train[n]['peak_mb']:.0f} MB" for n in lengths)
-            + f"; beam-4 decode {results[system]['decode']['beam4_s']:.2f} s, greedy {results[system]['decode']['beam1_s']:.2f} s"
+def _pipeline_annotator(parser):
+    from hf_syntax_mt import PreParsedAnnotator, SpacyAnnotator
+
+    if parser.endswith(".conllu"):
+        return PreParsedAnnotator.from_conllu(Path(parser))
+    return SpacyAnnotator(parser, disable=GINZA_DISABLE if parser == "ja_ginza" else ())
+
+
+def measure_pipeline(systems, texts, parser, rounds, size, batch_size=32, new_tokens=20):
+    """Raw text -> translation through the pipeline, interleaved; parser time recorded separately."""
+    import torch
+    from transformers import pipeline
+
+    from hf_syntax_mt import train_joint_bpe_tokenizer
+
+    torch.set_num_threads(2)
+    tokenizer = train_joint_bpe_tokenizer(texts, vocab_size=size["vocab_size"])
+    annotator = _pipeline_annotator(parser)
+    parser_seconds = {}
+    calls = {}
+    for system in systems:
+        model, config = _build(system, size)
+        model.eval()
+        translate = pipeline("syntax-translation", model=model, tokenizer=tokenizer,
+                             annotator=annotator if config.needs_parser_at_inference else None)
+        if translate.annotator is not None:
+            parse = translate.annotator.annotate
+
+            def timed_parse(batch, parse=parse, system=system):
+                start = time.perf_counter()
+                out = parse(batch)
+                parser_seconds[system] += time.perf_counter() - start
+                return out
+
+            translate.annotator.annotate = timed_parse
+        calls[system] = lambda translate=translate: translate(
+            texts, batch_size=batch_size, num_beams=4, max_new_tokens=new_tokens, min_new_tokens=new_tokens
         )
-    return "\n".join(lines + absolute)
+        parser_seconds[system] = 0.0
+        translate(texts[:batch_size], batch_size=batch_size, max_new_tokens=2)  # warm-up, loads the parser
+    parser_seconds = dict.fromkeys(parser_seconds, 0.0)
+    times = _interleaved(calls, rounds)
+    return {
+        system: {"sentences": len(texts), "total_s": times[system], "parser_s": parser_seconds[system] / rounds}
+        for system in systems
+    }
 
 
-def main():
+def _median_ratio(numerators, denominators):
+    return statistics.median(a / b for a, b in zip(numerators, denominators))
+
+
+def _ratio(numerator, denominator):
+    return f"{numerator / denominator:.2f}" if denominator else "n/a"
+
+
+def format_tables(results, lengths, presets):
+    """Markdown tables: training tokens/s and memory, decoding, pipeline (see module doc)."""
+    train, memory = results["time"]["train"], results["memory"]
+    systems = [MARIAN] + presets
+    header = ["| system | " + " | ".join(f"n={n} tokens/s ×abs / ×Marian" for n in lengths)
+              + " | " + " | ".join(f"n={n} memory ×abs / ×Marian" for n in lengths) + " |",
+              "|---|" + "---|" * (2 * len(lengths))]
+    rows = []
+    for system in systems:
+        speed_cells = [
+            f"{_median_ratio(train[BASELINE][n]['step_s'], train[system][n]['step_s']):.2f} / "
+            f"{_median_ratio(train[MARIAN][n]['step_s'], train[system][n]['step_s']):.2f}"
+            for n in lengths
+        ]
+        memory_cells = [f"{_ratio(memory[system][n], memory[BASELINE][n])} / {_ratio(memory[system][n], memory[MARIAN][n])}" for n in lengths]
+        rows.append(f"| {system} | " + " | ".join(speed_cells + memory_cells) + " |")
+    absolute = ["", "Absolute figures of the baselines (medians):"]
+    for system in (MARIAN, BASELINE):
+        absolute.append(f"- {system}: " + ", ".join(
+            f"n={n}: {train[system][n]['tokens'] / statistics.median(train[system][n]['step_s']):,.0f} tokens/s "
+            f"({statistics.median(train[system][n]['step_s']) * 1000:.0f} ms/step), {memory[system][n]:.0f} MB"
+            for n in lengths))
+
+    decode = results["time"]["decode"]
+    decode_lines = ["", "| system | beam-4 decode time ×Marian | ×abs | greedy ×Marian | beam-4 s (median) |", "|---|---|---|---|---|"]
+    for system in systems:
+        d = decode[system]
+        decode_lines.append(
+            f"| {system} | {_median_ratio(d['beam4_s'], decode[MARIAN]['beam4_s']):.2f} | "
+            f"{_median_ratio(d['beam4_s'], decode[BASELINE]['beam4_s']):.2f} | "
+            f"{_median_ratio(d['beam1_s'], decode[MARIAN]['beam1_s']):.2f} | {statistics.median(d['beam4_s']):.2f} |"
+        )
+
+    lines = header + rows + absolute + decode_lines
+    pipeline = results.get("pipeline")
+    if pipeline:
+        lines += ["", "| system | pipeline sentences/s | ×abs | parser s / model s per call | parser share |", "|---|---|---|---|---|"]
+        for system in presets:
+            p = pipeline[system]
+            total = statistics.median(p["total_s"])
+            lines.append(
+                f"| {system} | {p['sentences'] / total:.1f} | {_median_ratio(pipeline[BASELINE]['total_s'], p['total_s']):.2f} | "
+                f"{p['parser_s']:.2f} / {total - p['parser_s']:.2f} | {p['parser_s'] / total:.0%} |"
+            )
+    return "\n".join(lines)
+
+
+def _worker_output(command, environment):
+    completed = subprocess.run(command, capture_output=True, text=True, env=environment)
+    if completed.returncode:
+        raise RuntimeError(f"{' '.join(command[2:5])} failed:\n{completed.stderr[-3000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def _int_keys(table):
+    return {int(k): v for k, v in table.items()}
+
+
+def _parse_size(text):
+    size = dict(SIZE)
+    for item in filter(None, (text or "").split(",")):
+        key, value = item.split("=")
+        if key not in SIZE:
+            raise ValueError(f"unknown size key {key!r}; expected one of {sorted(SIZE)}")
+        size[key] = type(SIZE[key])(value)
+    return size
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 64, 128, 256])
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds")
     parser.add_argument("--presets", nargs="+", default=DEFAULT_PRESETS)
+    parser.add_argument("--size", default=None, help="model size overrides, key=value,... (tests)")
+    parser.add_argument("--pipeline-text", default=str(DEFAULT_PIPELINE_TEXT), help="raw sentences, one a line ('' to skip)")
+    parser.add_argument("--pipeline-sentences", type=int, default=256)
+    parser.add_argument("--pipeline-despace", action=argparse.BooleanOptionalAction, default=None,
+                        help="remove spaces from the text (default: on for the default ja text)")
+    parser.add_argument("--pipeline-parser", default="ja_ginza", help="spaCy pipeline name or a .conllu file")
     parser.add_argument("--output", default="benchmarks/results/speed.json")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    parser.add_argument("--worker", choices=["memory", "time", "pipeline"], help=argparse.SUPPRESS)
+    parser.add_argument("--system", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    size = _parse_size(args.size)
+    presets = list(dict.fromkeys([BASELINE] + args.presets))
 
-    if args.worker:
-        print(json.dumps(run_system(args.worker, args.lengths, args.batch_size, args.steps)))
-        return
+    if args.worker == "memory":
+        print(json.dumps(measure_memory(args.system, args.lengths, args.batch_size, size)))
+        return None
+    if args.worker == "time":
+        print(json.dumps(measure_time([MARIAN] + presets, args.lengths, args.batch_size, args.rounds, size)))
+        return None
+    texts = None
+    if args.pipeline_text and Path(args.pipeline_text).exists():
+        lines = Path(args.pipeline_text).read_text(encoding="utf-8").splitlines()[: args.pipeline_sentences]
+        despace = args.pipeline_despace if args.pipeline_despace is not None else Path(args.pipeline_text) == DEFAULT_PIPELINE_TEXT
+        texts = [line.replace(" ", "") if despace else line for line in lines]
+    if args.worker == "pipeline":
+        print(json.dumps(measure_pipeline(presets, texts, args.pipeline_parser, max(2, args.rounds // 2), size)))
+        return None
 
-    presets = list(dict.fromkeys(["transformer_abs"] + args.presets))
     environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "HF_HUB_OFFLINE": "1"}
-    results = {}
+    forwarded = [*(argv if argv is not None else sys.argv[1:])]
+    base = [sys.executable, __file__, *forwarded]
+    results = {"memory": {}}
     for system in [MARIAN] + presets:
-        command = [sys.executable, __file__, "--worker", system, "--batch-size", str(args.batch_size), "--steps", str(args.steps), "--lengths", *map(str, args.lengths)]
-        completed = subprocess.run(command, capture_output=True, text=True, env=environment)
-        if completed.returncode:
-            raise RuntimeError(f"{system} failed:\n{completed.stderr[-3000:]}")
-        results[system] = json.loads(completed.stdout.strip().splitlines()[-1])
-        results[system]["train"] = {int(n): v for n, v in results[system]["train"].items()}
-        print(f"measured {system}", file=sys.stderr, flush=True)
+        results["memory"][system] = _int_keys(_worker_output(base + ["--worker", "memory", "--system", system], environment))
+        print(f"memory measured: {system}", file=sys.stderr, flush=True)
+    results["time"] = _worker_output(base + ["--worker", "time"], environment)
+    results["time"]["train"] = {system: _int_keys(times) for system, times in results["time"]["train"].items()}
+    if texts:
+        results["pipeline"] = _worker_output(base + ["--worker", "pipeline"], environment)
+    else:
+        print(f"pipeline skipped: no text at {args.pipeline_text!r}", file=sys.stderr)
 
-    table = _format_table(results, args.lengths, presets)
-    print(f"batch {args.batch_size} sentences, source = target length n, {args.steps} timed steps, 2 threads\n")
-    print(table)
+    tables = format_tables(results, args.lengths, presets)
+    print(f"batch {args.batch_size} sentences, source = target length n, {args.rounds} interleaved rounds, 2 threads\n")
+    print(tables)
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps({"settings": vars(args) | {"size": SIZE}, "results": results, "table": table}, indent=1))
+    settings = {k: v for k, v in vars(args).items() if k not in ("worker", "system")} | {"size": size}
+    output.write_text(json.dumps({"settings": settings, "results": results, "tables": tables}, indent=1))
+    return results
 
 
 if __name__ == "__main__":
