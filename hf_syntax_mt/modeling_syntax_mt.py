@@ -114,6 +114,33 @@ def dependency_relation_ids(source_heads, scheme, max_distance):
     return ids.masked_fill(~same_tree, NO_RELATION), 2 * max_distance + 2
 
 
+def dependency_depth_buckets(source_heads, max_distance):
+    """The `depth` relation ids of `dependency_relation_ids`, factorised through key buckets.
+
+    The id of a pair, clip(depth_j - depth_i, l) + l within one tree, depends on the key j only
+    through its bucket m = (tree of j, depth_j). So with the one-hot key buckets O[j, m] and the
+    per-query ids R[i, m] = clip(depth(m) - depth_i, l) + l (NO_RELATION for another tree):
+        id(i, j) = R[i, m(j)],   Σ_j f(i, id(i, j)) O-weighted = GEMMs with inner size M
+    i.e. the key term is (q_i · w^K_{R[i, m]}) @ O^T and the value term is (α @ O) summed per
+    R[i, m] — attention over keys extended by M bucket columns instead of a (n, n) gather.
+    M = (number of trees) × (maximum depth + 1) of the batch, rounded up to a multiple of 16 with
+    empty buckets (fused attention kernels are much slower for head sizes that are not).
+
+    Returns (key_buckets float (B, n, M), zero rows outside the tree; query_ids LongTensor (B, n, M)).
+    """
+    depth, _, root, in_tree = _walk_to_roots(source_heads)
+    positions = torch.arange(source_heads.shape[1], device=source_heads.device)
+    is_root = in_tree & (root == positions)
+    tree_rank = (is_root.long().cumsum(1) - 1).gather(1, root).clamp(min=0)
+    num_depths = int(depth.max()) + 1
+    num_buckets = -(-max(int(is_root.sum(1).max()), 1) * num_depths // 16) * 16
+    buckets = torch.arange(num_buckets, device=source_heads.device)
+    key_buckets = F.one_hot(tree_rank * num_depths + depth, num_buckets).float() * in_tree[..., None]
+    query_ids = (buckets % num_depths - depth[..., None]).clamp(-max_distance, max_distance) + max_distance
+    same_tree = in_tree[..., None] & (buckets // num_depths == tree_rank[..., None])
+    return key_buckets, query_ids.masked_fill(~same_tree, NO_RELATION)
+
+
 def labeled_relation_names(max_distance):
     """Names of the labeled relation ids: ['self', 'sib', -k, ..., -1, 1, ..., k]."""
     return ["self", "sib"] + list(range(-max_distance, 0)) + list(range(1, max_distance + 1))
@@ -200,26 +227,36 @@ class RelationTerm:
     value_table: torch.Tensor | None
 
 
-def relation_key_logits(query, term):
-    """Key term q_i · r^K_ij for every pair, without building (…, n, n, d_k): gather of q·w^K.
+@dataclass
+class BucketRelationTerm:
+    """Relation ids factorised through key buckets (`dependency_depth_buckets`): id(i, j) =
+    query_ids[i, m(j)] with key_buckets[j] the one-hot of m(j). Computed by extending the query,
+    key and value vectors with M columns, so it also runs inside fused attention."""
 
-    query: (B, H, q, d_k) -> (B, H, q, k).
+    key_buckets: torch.Tensor
+    query_ids: torch.Tensor
+    key_table: torch.Tensor | None
+    value_table: torch.Tensor | None
+
+
+def relation_key_logits(query, ids, key_table):
+    """Key term q_i · w^K_{ids_ij} for every pair, without building (…, n, n, d_k): gather of q·w^K.
+
+    query: (B, H, q, d_k); ids: (q, k) or (B, q, k) -> (B, H, q, k).
     """
-    per_relation = query @ term.key_table.transpose(0, 1)
-    per_relation = F.pad(per_relation, (0, 1))  # the last column is the zero vector
-    ids = _expanded_ids(term.ids, per_relation)
-    return per_relation.gather(-1, ids)
+    per_relation = F.pad(query @ key_table.transpose(0, 1), (0, 1))  # the last column is the zero vector
+    return per_relation.gather(-1, _expanded_ids(ids, per_relation))
 
 
-def relation_value_output(probs, term):
-    """Value term Σ_j α_ij r^V_ij: attention summed per relation id, times the value table.
+def relation_value_output(weights, ids, value_table):
+    """Value term Σ_j w_ij r^V_{ids_ij}: the weights summed per relation id, times the value table.
 
-    probs: (B, H, q, k) -> (B, H, q, d_k).
+    weights: (B, H, q, k) (attention probabilities, or their mass per key bucket) -> (B, H, q, d_k).
     """
-    num_relations = term.value_table.shape[0]
-    ids = _expanded_ids(term.ids, probs, num_relations)
-    sums = probs.new_zeros(*probs.shape[:-1], num_relations + 1).scatter_add_(-1, ids, probs)
-    return sums[..., :num_relations] @ term.value_table
+    num_relations = value_table.shape[0]
+    expanded = _expanded_ids(ids, weights, num_relations)
+    sums = weights.new_zeros(*weights.shape[:-1], num_relations + 1).scatter_add_(-1, expanded, weights)
+    return sums[..., :num_relations] @ value_table
 
 
 def _expanded_ids(ids, like, num_relations=None):
@@ -286,7 +323,7 @@ class SyntaxMTAttention(nn.Module):
             key_value_states: (B, k, d) encoder states for cross-attention.
             padding_mask: bool (B, k), True where the key is a real token.
             causal: mask keys after the query (query i sits at position past_length + i).
-            relation_terms: `RelationTerm`s added to keys and values.
+            relation_terms: `RelationTerm`s / `BucketRelationTerm`s added to keys and values.
             localized_log_mask: (B, q, k) log G added to the last `localized_heads` heads.
             need_weights: return the attention probabilities.
         Returns:
@@ -316,18 +353,22 @@ class SyntaxMTAttention(nn.Module):
             mask = future[None, None] if mask is None else mask | future
 
         localized = localized_log_mask is not None and localized_heads > 0
-        if not (relation_terms or localized or self.parse_head or need_weights):
-            output = F.scaled_dot_product_attention(
-                query, key, value, attn_mask=None if mask is None else ~mask, dropout_p=self.dropout if self.training else 0.0
-            )
-            output = output.transpose(1, 2).reshape(hidden_states.shape[0], query_length, self.embed_dim)
-            return self.out_proj(output), None, None
-
+        pair_terms = [term for term in relation_terms if isinstance(term, RelationTerm)]
+        bucket_terms = [term for term in relation_terms if isinstance(term, BucketRelationTerm)]
         scaled_query = query * self.scaling
-        scores = scaled_query @ key.transpose(-1, -2)
-        for term in relation_terms:
+        extended_query, extended_key, extended_value = self._extend_with_buckets(scaled_query, key, value, bucket_terms)
+
+        if not (pair_terms or localized or self.parse_head or need_weights):
+            output = F.scaled_dot_product_attention(
+                extended_query, extended_key, extended_value, attn_mask=None if mask is None else ~mask,
+                dropout_p=self.dropout if self.training else 0.0, scale=1.0,
+            )
+            return self._finish(output, bucket_terms, (), hidden_states.shape[0]), None, None
+
+        scores = extended_query @ extended_key.transpose(-1, -2)
+        for term in pair_terms:
             if term.key_table is not None:
-                scores.add_(relation_key_logits(scaled_query, term))
+                scores.add_(relation_key_logits(scaled_query, term.ids, term.key_table))
         if localized:
             scores[:, -localized_heads:] += localized_log_mask[:, None]
         parse_logits = None
@@ -343,15 +384,45 @@ class SyntaxMTAttention(nn.Module):
 
         probs = scores.softmax(dim=-1)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
-        output = dropped @ value
-        value_terms = [term for term in relation_terms if term.value_table is not None]
-        if value_terms:
-            relation_output = sum(relation_value_output(dropped, term) for term in value_terms)
+        pair_outputs = [
+            relation_value_output(dropped, term.ids, term.value_table) for term in pair_terms if term.value_table is not None
+        ]
+        output = self._finish(dropped @ extended_value, bucket_terms, pair_outputs, hidden_states.shape[0])
+        return output, probs, parse_logits
+
+    def _extend_with_buckets(self, scaled_query, key, value, bucket_terms):
+        """Append each `BucketRelationTerm`'s columns: query [q·w^K_{R[i, m]}]_m, key O[j] (key term)
+        and value O[j] (value term), so that (q ⊕ ·)·(k ⊕ O) and α @ (v ⊕ O) carry the relation terms."""
+        if not bucket_terms:
+            return scaled_query, key, value
+        queries, keys, values = [scaled_query], [key], [value]
+        for term in bucket_terms:
+            buckets = term.key_buckets[:, None].expand(-1, key.shape[1], -1, -1)
+            if term.key_table is not None:
+                queries.append(relation_key_logits(scaled_query, term.query_ids, term.key_table))
+                keys.append(buckets)
+            if term.value_table is not None:
+                values.append(buckets)
+        return torch.cat(queries, -1), torch.cat(keys, -1), torch.cat(values, -1)
+
+    def _finish(self, output, bucket_terms, relation_outputs, batch_size):
+        """Head outputs α @ v plus the value terms (pair terms given; bucket terms from the attention
+        mass per bucket in the extra value columns), none on a parse head; merge heads, project."""
+        relation_outputs, start = list(relation_outputs), self.head_dim
+        for term in bucket_terms:
+            if term.value_table is not None:
+                width = term.key_buckets.shape[-1]
+                bucket_mass = output[..., start : start + width]
+                relation_outputs.append(relation_value_output(bucket_mass, term.query_ids, term.value_table))
+                start += width
+        head_output = output[..., : self.head_dim]
+        if relation_outputs:
+            relation_output = sum(relation_outputs)
             if self.parse_head:  # M_parse = A_parse V_p: no relation term on the parse head
                 relation_output = torch.cat([torch.zeros_like(relation_output[:, :1]), relation_output[:, 1:]], 1)
-            output = output + relation_output
-        output = output.transpose(1, 2).reshape(hidden_states.shape[0], query_length, self.embed_dim)
-        return self.out_proj(output), probs, parse_logits
+            head_output = head_output + relation_output
+        head_output = head_output.transpose(1, 2).reshape(batch_size, head_output.shape[2], self.embed_dim)
+        return self.out_proj(head_output)
 
 
 class SyntaxMTRelations(nn.Module):
@@ -384,7 +455,9 @@ class SyntaxMTRelations(nn.Module):
         projection = self.combine[side].weight[:, half * head_dim : (half + 1) * head_dim]
         return weight @ projection.transpose(0, 1)
 
-    def terms(self, relative_ids=None, dependency_ids=None):
+    def terms(self, relative_ids=None, dependency=None):
+        """`RelationTerm`s for Shaw ids and labeled ids (B, n, n); a `BucketRelationTerm` for the
+        depth scheme given as `dependency_depth_buckets` output."""
         config, terms = self.config, []
         if self.relative is not None:
             terms.append(
@@ -395,13 +468,14 @@ class SyntaxMTRelations(nn.Module):
                 )
             )
         if self.dependency is not None:
-            terms.append(
-                RelationTerm(
-                    dependency_ids,
-                    self._table(self.dependency, "key", 1) if config.dependency_key_term else None,
-                    self._table(self.dependency, "value", 1) if config.dependency_value_term else None,
-                )
+            tables = (
+                self._table(self.dependency, "key", 1) if config.dependency_key_term else None,
+                self._table(self.dependency, "value", 1) if config.dependency_value_term else None,
             )
+            if isinstance(dependency, tuple):  # `dependency_depth_buckets`
+                terms.append(BucketRelationTerm(*dependency, *tables))
+            else:
+                terms.append(RelationTerm(dependency, *tables))
         return terms
 
 
@@ -441,9 +515,9 @@ class SyntaxMTEncoderLayer(nn.Module):
         return (hidden_states if pre_ln else layer_norm(hidden_states)), extras
 
     def forward(
-        self, hidden_states, padding_mask, relative_ids=None, dependency_ids=None, localized_log_mask=None, output_attentions=False
+        self, hidden_states, padding_mask, relative_ids=None, dependency=None, localized_log_mask=None, output_attentions=False
     ):
-        terms = self.relations.terms(relative_ids, dependency_ids)
+        terms = self.relations.terms(relative_ids, dependency)
         hidden_states, (probs, parse_logits) = self._residual(
             hidden_states,
             self.self_attn_layer_norm,
@@ -624,7 +698,7 @@ class SyntaxMTEncoder(SyntaxMTStack):
         if attention_mask is None:
             attention_mask = torch.ones(batch_size, length, dtype=torch.long, device=hidden_states.device)
         preset = config.preset or "this configuration"
-        dependency_ids = None
+        dependency = None
         if config.dependency_relations is not None or (config.dbsa_encoder_layer and source_heads is not None):
             if source_heads is None:
                 raise ValueError(
@@ -633,10 +707,10 @@ class SyntaxMTEncoder(SyntaxMTStack):
                 )
             _check_features("source_heads", source_heads, reference)
             source_heads = source_heads.masked_fill(attention_mask == 0, IGNORE_INDEX)
-            if config.dependency_relations is not None:
-                dependency_ids, _ = dependency_relation_ids(
-                    source_heads, config.dependency_relations, config.max_dependency_distance
-                )
+            if config.dependency_relations == "depth":
+                dependency = dependency_depth_buckets(source_heads, config.max_dependency_distance)
+            elif config.dependency_relations is not None:
+                dependency, _ = dependency_relation_ids(source_heads, config.dependency_relations, config.max_dependency_distance)
             else:
                 _walk_to_roots(source_heads)  # validates the gold trees of the parse loss
         localized_log_mask = None
@@ -657,7 +731,7 @@ class SyntaxMTEncoder(SyntaxMTStack):
         for layer in self.layers:
             all_hidden_states.append(hidden_states)
             hidden_states, probs, layer_parse_logits = layer(
-                hidden_states, padding_mask, relative_ids, dependency_ids, localized_log_mask, output_attentions
+                hidden_states, padding_mask, relative_ids, dependency, localized_log_mask, output_attentions
             )
             all_attentions.append(probs)
             if layer_parse_logits is not None:
@@ -972,6 +1046,7 @@ __all__ = [
     "SyntaxMTPreTrainedModel",
     "SyntaxMTModel",
     "SyntaxMTForConditionalGeneration",
+    "dependency_depth_buckets",
     "dependency_relation_ids",
     "labeled_relation_names",
     "relative_position_ids",

@@ -12,6 +12,7 @@ from torch.nn import functional as F
 from hf_syntax_mt import (
     SyntaxMTConfig,
     SyntaxMTForConditionalGeneration,
+    dependency_depth_buckets,
     dependency_relation_ids,
     labeled_relation_names,
 )
@@ -136,8 +137,32 @@ RELATION_VARIANTS = {
     "rel_key_only_dep_concat": dict(
         relative_positions=True, relative_value_term=False, dependency_relations="labeled", relation_combination="concat_linear"
     ),
+    "dep_forest": dict(dependency_relations="depth"),
+    "dep_rel_forest": dict(relative_positions=True, dependency_relations="depth"),
+    "labeled_forest": dict(dependency_relations="labeled"),
     "k3_l3": dict(relative_positions=True, max_relative_position=3, dependency_relations="depth", max_dependency_distance=3),
 }
+
+
+def test_depth_buckets_factorise_the_depth_ids():
+    """id(i, j) = query_ids[i, bucket(j)] for keys in the tree, NO_RELATION otherwise — on seed 000's
+    example, random padded batches and a forest of two sentences."""
+    batch = random_batch([9, 6, 12], seed=4)
+    heads = batch["source_heads"]
+    heads[2, :11] = torch.tensor([1, 1, 1, 2, 3, 5, 5, 6, 10, 8, 10])
+    for source_heads in (torch.tensor([EXAMPLE_HEADS]), heads):
+        for distance in (1, 2, 3):
+            ids, _ = dependency_relation_ids(source_heads, "depth", distance)
+            key_buckets, query_ids = dependency_depth_buckets(source_heads, distance)
+            assert set(key_buckets.unique().tolist()) <= {0.0, 1.0} and (key_buckets.sum(-1) <= 1).all()
+            length = source_heads.shape[1]
+            key_bucket = key_buckets.argmax(-1)[:, None, :].expand(-1, length, -1)
+            in_tree = key_buckets.sum(-1) > 0
+            rebuilt = torch.where(in_tree[:, None, :], query_ids.gather(2, key_bucket), NO_RELATION)
+            assert torch.equal(rebuilt, ids), (source_heads, distance)
+    # the forest row has 3 trees and depths 0..3: 3 × 4 buckets (10 of them non-empty), M rounded up to 16
+    key_buckets = dependency_depth_buckets(heads[2:], 2)[0]
+    assert key_buckets.shape[-1] == 16 and int(key_buckets.sum(1).gt(0).sum()) == 10
 
 
 @pytest.mark.parametrize("variant", list(RELATION_VARIANTS))
@@ -152,12 +177,20 @@ def test_efficient_relative_attention_equals_naive_reference(variant):
     hidden = torch.randn(3, length, config.d_model)
     padding_mask = batch["attention_mask"].bool()
     relative_ids = relative_position_ids(length, length, config.max_relative_position)
-    dependency_ids = None
+    dependency_ids = dependency = None
     if config.dependency_relations:
-        dependency_ids, _ = dependency_relation_ids(batch["source_heads"], config.dependency_relations, config.max_dependency_distance)
+        heads = batch["source_heads"]
+        if variant.endswith("forest"):  # row 0 holds two sentences (roots 1 and 5)
+            heads[0, :8] = torch.tensor([1, 1, 1, 2, 3, 5, 5, 6])
+        dependency_ids, _ = dependency_relation_ids(heads, config.dependency_relations, config.max_dependency_distance)
+        dependency = dependency_ids  # the model's path: bucket factorisation for the depth scheme
+        if config.dependency_relations == "depth":
+            dependency = dependency_depth_buckets(heads, config.max_dependency_distance)
 
-    terms = layer.relations.terms(relative_ids if config.relative_positions else None, dependency_ids)
+    terms = layer.relations.terms(relative_ids if config.relative_positions else None, dependency)
     efficient, _, _ = layer.self_attn(hidden, padding_mask=padding_mask, relation_terms=terms)
+    explicit, _, _ = layer.self_attn(hidden, padding_mask=padding_mask, relation_terms=terms, need_weights=True)
+    assert torch.allclose(efficient, explicit, atol=1e-5, rtol=1e-5)  # fused (SDPA) path == explicit path
     naive = naive_self_attention(layer, hidden, padding_mask, relative_ids, dependency_ids)
     assert torch.allclose(efficient, naive, atol=1e-5, rtol=1e-5)
 
@@ -169,20 +202,27 @@ def test_efficient_relative_attention_equals_naive_reference(variant):
         if gn is None:
             assert ge is None or torch.count_nonzero(ge) == 0, name
             continue
+        if name.endswith("k_proj.bias"):  # exactly 0 (softmax ignores a per-row constant q·b): compare to 0
+            assert ge.abs().max() < 1e-4 and gn.abs().max() < 1e-4, name
+            continue
         assert torch.allclose(ge, gn, atol=1e-5, rtol=1e-4), name
         compared += 1
     assert compared >= 8  # q/k/v/out projections plus the relation tables
 
 
-def test_efficient_attention_never_materialises_pairwise_vectors():
+@pytest.mark.parametrize("preset", ["transformer_dep_labeled_rel", "transformer_dep_rel"])
+def test_efficient_attention_never_materialises_pairwise_vectors(preset):
     """The largest float tensor of a relative layer is (B, H, n, n), never (…, n, n, d_k)."""
-    config = tiny_config("transformer_dep_labeled_rel", d_model=64)
+    config = tiny_config(preset, d_model=64)
     layer = SyntaxMTEncoderLayer(config, layer_number=1)
     batch = random_batch([40, 40], seed=2)
     length = 40
     hidden = torch.randn(2, length, config.d_model)
-    dependency_ids, _ = dependency_relation_ids(batch["source_heads"], "labeled", 2)
-    terms = layer.relations.terms(relative_position_ids(length, length, 2), dependency_ids)
+    if config.dependency_relations == "depth":
+        dependency = dependency_depth_buckets(batch["source_heads"], 2)
+    else:
+        dependency, _ = dependency_relation_ids(batch["source_heads"], "labeled", 2)
+    terms = layer.relations.terms(relative_position_ids(length, length, 2), dependency)
     largest = []
     from torch.utils._python_dispatch import TorchDispatchMode
 

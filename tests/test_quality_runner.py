@@ -99,7 +99,7 @@ def test_summary_writes_markdown_and_chart(setup):
     assert (root / "cards" / "quality_synthetic.src-tgt.png").stat().st_size > 1000
     assert "Not finished yet" in text and "transformer_abs seed 3" in text
     quality.main(["summary", *common, "--output", str(output)])  # idempotent: one section
-    assert output.read_text().count(quality.BEGIN) == 1
+    assert output.read_text().count("<!-- quality:begin -->") == 1
 
 
 def _random_corpus(n, rng):

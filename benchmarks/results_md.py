@@ -1,0 +1,18 @@
+"""Write one generated section of model_cards/RESULTS.md between its markers, keeping the rest."""
+
+from pathlib import Path
+
+
+def write_section(path, name, body):
+    """Replace the text between `<!-- {name}:begin -->` and `<!-- {name}:end -->` (appended if absent)."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    section = f"{begin}\n{body.strip()}\n{end}"
+    path = Path(path)
+    old = path.read_text(encoding="utf-8") if path.is_file() else "# Results\n"
+    if begin in old and end in old:
+        new = old[: old.index(begin)] + section + old[old.index(end) + len(end):]
+    else:
+        new = old.rstrip("\n") + "\n\n" + section + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(new, encoding="utf-8")
+    return section
