@@ -62,7 +62,8 @@ DEFAULT_PRESETS = [
 ]
 MARIAN = "marian"
 BASELINE = "transformer_abs"
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
 DEFAULT_PIPELINE_TEXT = SHARED / "data" / "small_parallel_enja" / "dev.ja"
 GINZA_DISABLE = ["ner", "morphologizer", "compound_splitter", "bunsetu_recognizer"]
 
@@ -217,6 +218,29 @@ def _pipeline_annotator(parser):
     return SpacyAnnotator(parser, disable=GINZA_DISABLE if parser == "ja_ginza" else ())
 
 
+def _timed_annotator(annotator):
+    """An annotator that delegates to `annotator` (one parser in memory for every pipeline) and adds
+    up the seconds spent in it."""
+    from hf_syntax_mt import Annotator
+
+    class TimedAnnotator(Annotator):
+        name = "timed"
+
+        def __init__(self):
+            self.seconds = 0.0
+
+        def settings(self):
+            return {}
+
+        def annotate(self, texts):
+            start = time.perf_counter()
+            out = annotator.annotate(texts)
+            self.seconds += time.perf_counter() - start
+            return out
+
+    return TimedAnnotator()
+
+
 def measure_pipeline(systems, texts, parser, rounds, size, batch_size=32, new_tokens=20):
     """Raw text -> translation through the pipeline, interleaved; parser time recorded separately."""
     import torch
@@ -227,32 +251,23 @@ def measure_pipeline(systems, texts, parser, rounds, size, batch_size=32, new_to
     torch.set_num_threads(2)
     tokenizer = train_joint_bpe_tokenizer(texts, vocab_size=size["vocab_size"])
     annotator = _pipeline_annotator(parser)
-    parser_seconds = {}
-    calls = {}
+    timers, calls = {}, {}
     for system in systems:
         model, config = _build(system, size)
         model.eval()
-        translate = pipeline("syntax-translation", model=model, tokenizer=tokenizer,
-                             annotator=annotator if config.needs_parser_at_inference else None)
-        if translate.annotator is not None:
-            parse = translate.annotator.annotate
-
-            def timed_parse(batch, parse=parse, system=system):
-                start = time.perf_counter()
-                out = parse(batch)
-                parser_seconds[system] += time.perf_counter() - start
-                return out
-
-            translate.annotator.annotate = timed_parse
+        if config.needs_parser_at_inference:
+            timers[system] = _timed_annotator(annotator)
+        translate = pipeline("syntax-translation", model=model, tokenizer=tokenizer, annotator=timers.get(system))
         calls[system] = lambda translate=translate: translate(
             texts, batch_size=batch_size, num_beams=4, max_new_tokens=new_tokens, min_new_tokens=new_tokens
         )
-        parser_seconds[system] = 0.0
         translate(texts[:batch_size], batch_size=batch_size, max_new_tokens=2)  # warm-up, loads the parser
-    parser_seconds = dict.fromkeys(parser_seconds, 0.0)
+    for timer in timers.values():
+        timer.seconds = 0.0
     times = _interleaved(calls, rounds)
     return {
-        system: {"sentences": len(texts), "total_s": times[system], "parser_s": parser_seconds[system] / rounds}
+        system: {"sentences": len(texts), "total_s": times[system],
+                 "parser_s": timers[system].seconds / rounds if system in timers else 0.0}
         for system in systems
     }
 
@@ -350,6 +365,8 @@ def main(argv=None):
     parser.add_argument("--pipeline-despace", action=argparse.BooleanOptionalAction, default=None,
                         help="remove spaces from the text (default: on for the default ja text)")
     parser.add_argument("--pipeline-parser", default="ja_ginza", help="spaCy pipeline name or a .conllu file")
+    parser.add_argument("--parts", default="memory,time,pipeline",
+                        help="what to measure ('none': only rewrite the tables); the other parts are read from the --output JSON")
     parser.add_argument("--output", default="benchmarks/results/speed.json")
     parser.add_argument("--results-md", default="model_cards/RESULTS.md", help="write the tables there ('' to skip)")
     parser.add_argument("--worker", choices=["memory", "time", "pipeline"], help=argparse.SUPPRESS)
@@ -370,38 +387,48 @@ def main(argv=None):
         despace = args.pipeline_despace if args.pipeline_despace is not None else Path(args.pipeline_text) == DEFAULT_PIPELINE_TEXT
         texts = [line.replace(" ", "") if despace else line for line in lines]
     if args.worker == "pipeline":
-        print(json.dumps(measure_pipeline(presets, texts, args.pipeline_parser, max(2, args.rounds // 2), size)))
+        print(json.dumps(measure_pipeline(presets, texts, args.pipeline_parser, max(3, args.rounds // 2), size)))
         return None
 
     environment = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "HF_HUB_OFFLINE": "1"}
-    forwarded = [*(argv if argv is not None else sys.argv[1:])]
-    base = [sys.executable, __file__, *forwarded]
-    results = {"memory": {}}
-    for system in [MARIAN] + presets:
-        results["memory"][system] = _int_keys(_worker_output(base + ["--worker", "memory", "--system", system], environment))
-        print(f"memory measured: {system}", file=sys.stderr, flush=True)
-    results["time"] = _worker_output(base + ["--worker", "time"], environment)
-    results["time"]["train"] = {system: _int_keys(times) for system, times in results["time"]["train"].items()}
-    if texts:
+    base = [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])]
+    parts = set(args.parts.split(",")) - {"none"}
+    command = "python benchmarks/speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    results = {}
+    if parts != {"memory", "time", "pipeline"}:  # the other parts come from the previous run's JSON
+        results = json.loads(Path(args.output).read_text())["results"]
+        results["memory"] = {system: _int_keys(memory) for system, memory in results["memory"].items()}
+        results["time"]["train"] = {system: _int_keys(times) for system, times in results["time"]["train"].items()}
+    if "memory" in parts:
+        results["memory"] = {}
+        for system in [MARIAN] + presets:
+            results["memory"][system] = _int_keys(_worker_output(base + ["--worker", "memory", "--system", system], environment))
+            print(f"memory measured: {system}", file=sys.stderr, flush=True)
+    if "time" in parts:
+        results["time"] = _worker_output(base + ["--worker", "time"], environment)
+        results["time"]["train"] = {system: _int_keys(times) for system, times in results["time"]["train"].items()}
+    if "pipeline" in parts and texts:
         results["pipeline"] = _worker_output(base + ["--worker", "pipeline"], environment)
-    else:
+    elif "pipeline" in parts:
         print(f"pipeline skipped: no text at {args.pipeline_text!r}", file=sys.stderr)
 
+    results["commands"] = {**results.get("commands", {}), **{part: command.strip() for part in parts}}
     tables = format_tables(results, args.lengths, presets)
     print(f"batch {args.batch_size} sentences, source = target length n, {args.rounds} interleaved rounds, 2 threads\n")
     print(tables)
     if args.results_md:
-        command = "python benchmarks/speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        commands = "; ".join(f"{part}: `{results['commands'][part]}`" for part in ("memory", "time", "pipeline")
+                             if part in results["commands"])
         write_section(args.results_md, "speed", "\n".join([
             "## Speed and memory", "",
-            f"Generated by `{command.strip()}` on {time.strftime('%Y-%m-%d')} (2 CPU threads); raw figures in "
+            f"Generated on {time.strftime('%Y-%m-%d')} by {commands} (2 CPU threads); raw figures in "
             f"`{args.output}`. Model of the issue-6 recipe size ({_describe_size(size)}); training: one AdamW step "
             f"on a batch of {args.batch_size} sentences with source = target length n, timed in {args.rounds} "
             "interleaved rounds in one process (cells: median over rounds of the ratio to `transformer_abs` / to a "
             "same-size `MarianMTModel`; tokens/s ratios, so > 1 is faster; step time ×abs = 1 / the first figure); "
             "memory: peak resident set of one step above the set before it, each system alone in a subprocess "
             "(ratio < 1 uses less). Decoding: 32 sentences × 30 new tokens. Pipeline: "
-            f"{len(texts or [])} raw sentences of `{args.pipeline_text}`"
+            f"{len(texts or [])} raw sentences of `{os.path.relpath(args.pipeline_text, REPO)}`"
             f"{' (spaces removed)' if texts and despace else ''} parsed by `{args.pipeline_parser}`, untrained "
             "models, beam 4, 20 new tokens, batch 32.", "", tables]))
     output = Path(args.output)
