@@ -30,11 +30,11 @@ def test_speed_benchmark_tables_on_tiny_model(tmp_path):
     output = tmp_path / "speed.json"
     results = speed.main([
         "--lengths", "8", "12", "--batch-size", "2", "--rounds", "2", "--size", TINY,
-        "--presets", "transformer_dep_rel", "transformer_dbsa",
+        "--presets", "transformer_dep_rel", "transformer_dbsa", "transformer_sla",
         "--pipeline-text", str(paths["dev"]["src"]), "--pipeline-parser", str(paths["dev"]["src.conllu"]),
         "--pipeline-sentences", "10", "--output", str(output), "--results-md", str(tmp_path / "RESULTS.md"),
     ])
-    systems = ["marian", "transformer_abs", "transformer_dep_rel", "transformer_dbsa"]
+    systems = ["marian", "transformer_abs", "transformer_dep_rel", "transformer_dbsa", "transformer_sla"]
     assert set(results["memory"]) == set(systems) and set(results["time"]["train"]) == set(systems)
     for system in systems:
         for n in (8, 12):
@@ -44,14 +44,25 @@ def test_speed_benchmark_tables_on_tiny_model(tmp_path):
             assert results["memory"][system][n] > -1.0
         assert len(results["time"]["decode"][system]["beam4_s"]) == 2
     pipeline = results["pipeline"]
-    assert set(pipeline) == {"transformer_abs", "transformer_dep_rel", "transformer_dbsa"}
+    assert set(pipeline) == set(systems[1:])
     assert pipeline["transformer_abs"]["parser_s"] == 0.0 and pipeline["transformer_dbsa"]["parser_s"] == 0.0
-    assert pipeline["transformer_dep_rel"]["parser_s"] > 0.0 and pipeline["transformer_dep_rel"]["sentences"] == 10
+    for system in ("transformer_dep_rel", "transformer_sla"):  # each pipeline's own parse time, within its total
+        assert 0.0 < pipeline[system]["parser_s"] < min(pipeline[system]["total_s"]) and pipeline[system]["sentences"] == 10
     saved = json.loads(output.read_text())
     tables = saved["tables"]
     assert "n=12 tokens/s ×abs / ×Marian" in tables and "beam-4 decode time ×Marian" in tables
     assert "pipeline sentences/s" in tables and "| transformer_dep_rel |" in tables
     # the baseline's own ratios are exactly 1 (same rounds divided by themselves)
     assert "| transformer_abs | 1.00 / " in tables
+    # --parts: re-measure only the pipeline, keep memory and training times from the JSON
+    again = speed.main([
+        "--lengths", "8", "12", "--batch-size", "2", "--rounds", "2", "--size", TINY,
+        "--presets", "transformer_dep_rel", "transformer_dbsa", "transformer_sla", "--parts", "pipeline",
+        "--pipeline-text", str(paths["dev"]["src"]), "--pipeline-parser", str(paths["dev"]["src.conllu"]),
+        "--pipeline-sentences", "10", "--output", str(output), "--results-md", str(tmp_path / "RESULTS.md"),
+    ])
+    assert again["memory"] == results["memory"] and again["time"]["train"] == results["time"]["train"]
+    assert again["pipeline"]["transformer_sla"]["total_s"] != results["pipeline"]["transformer_sla"]["total_s"]
     written = (tmp_path / "RESULTS.md").read_text()
-    assert written.count("<!-- speed:begin -->") == 1 and tables in written and "--pipeline-sentences 10" in written
+    assert written.count("<!-- speed:begin -->") == 1 and "--parts pipeline" in written
+    assert json.loads(output.read_text())["tables"] in written
