@@ -447,6 +447,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
 
     from hf_syntax_mt.configuration_syntax_mt import SyntaxMTConfig
     from hf_syntax_mt.training import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
+    from transformers.trainer_utils import get_last_checkpoint
 
     recipe = corpus.recipe
     result_path, run_dir = run_paths(args.results_dir, args.runs_dir, recipe, preset, seed)
@@ -472,6 +473,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "quality_run.json").write_text(json.dumps({"recipe": recipe["name"], "preset": preset, "seed": seed}))
     command = args.command
+    checkpoint = get_last_checkpoint(str(run_dir))  # train() resumes from it
+    resumed_step = int(checkpoint.rsplit("-", 1)[1]) if checkpoint else 0
     logger.info("training %s seed %d on %s -> %s", preset, seed, recipe["name"], run_dir)
     start = time.time()
     result = train(model_args, data_args, training_args, tokenizer=tokenizer, annotator=annotator,
@@ -483,6 +486,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         sum(len(x) for x in result.datasets["train"]["labels"])
     steps_per_epoch = -(-len(result.datasets["train"]) // training_args.per_device_train_batch_size)
     epochs_done = state.global_step / steps_per_epoch
+    epochs_this_process = (state.global_step - resumed_step) / steps_per_epoch
     # the eval-order check: a direct greedy pass must give the Trainer's greedy dev BLEU
     greedy = translate(model, tokenizer, corpus.texts["dev"][0],
                        corpus.parses(corpus.texts["dev"][0], "source", corpus.paths["dev"][0])
@@ -504,9 +508,10 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         "parameters": sum(p.numel() for p in model.parameters()),
         "steps": state.global_step, "epochs": round(epochs_done, 2),
         "best_checkpoint": os.path.basename(state.best_model_checkpoint or "") or None,
+        "resumed_from_step": resumed_step or None,  # then runtime and tokens/s cover this process only
         "train_runtime_seconds": round(metrics.get("train_runtime", 0.0), 1),
         "wall_time_seconds": round(time.time() - start, 1),
-        "train_tokens_per_second": round(train_tokens * epochs_done / max(metrics.get("train_runtime", 1e-9), 1e-9)),
+        "train_tokens_per_second": round(train_tokens * epochs_this_process / max(metrics.get("train_runtime", 1e-9), 1e-9)),
         "final_train_loss": metrics.get("train_loss"),
         "dev_greedy_bleu_trainer": metrics.get("eval_bleu"), "dev_greedy_bleu_direct": direct_greedy["bleu"],
         "dev_greedy_bleu_best_epoch": max((h["bleu"] for h in history[:-1]), default=None),
@@ -754,9 +759,13 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
         for base in (BASELINE, DEP_BASELINE):
             t = tests.get((p, base))
             cells += [f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]", f"{t['p_value']:.3f}"] if t else ["–", "–"]
-        cells += [str(rs[0]["steps"]), f"{np.mean([r['train_runtime_seconds'] for r in rs]) / 3600:.2f}",
-                  f"{np.mean([r['train_tokens_per_second'] for r in rs]):.0f}"]
+        resumed = "‡" if any(r.get("resumed_from_step") for r in rs) else ""
+        cells += [str(rs[0]["steps"]), f"{np.mean([r['train_runtime_seconds'] for r in rs]) / 3600:.2f}{resumed}",
+                  f"{np.mean([r['train_tokens_per_second'] for r in rs]):.0f}{resumed}"]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Train h and tokens/s are wall-clock figures of a shared 2-core machine (other jobs ran at times); "
+              "`benchmarks/speed.py` compares speed properly. ‡ resumed from a checkpoint: the figures cover "
+              "the last process only."]
     extra_names = sorted({k for r in runs for k in r.get("extra", {})})
     for name in extra_names:
         lines += ["", f"Extra evaluation set `{name}` (beam {recipe['final_num_beams']}):", "",

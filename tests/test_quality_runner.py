@@ -76,6 +76,13 @@ def test_runner_trains_skips_and_scores_extra_sets(setup):
     assert result_file.stat().st_mtime_ns != mtime and again[0]["dev"] == saved["dev"]
     assert not (run_dir / "checkpoint-6").exists()
 
+    # an interrupted run (no result yet, checkpoints kept) resumes and records from where
+    assert saved["resumed_from_step"] is None
+    abs_result = root / "results" / "synthetic.src-tgt" / "transformer_abs" / "seed2.json"
+    abs_result.unlink()
+    resumed = quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "2", "--max-steps", "6"])
+    assert resumed[0]["resumed_from_step"] == 4 and resumed[0]["steps"] == 6 and abs_result.is_file()
+
     # evaluate-only on an intermediate checkpoint: dev + extra sets, written apart from the run
     checkpoint = next(run_dir.glob("checkpoint-*"))
     out = quality.main(["run", *common, "--evaluate-only", str(checkpoint),
@@ -98,6 +105,10 @@ def test_summary_writes_markdown_and_chart(setup):
     assert "p vs abs" in text and "python benchmarks/quality.py run" in text
     assert (root / "cards" / "quality_synthetic.src-tgt.png").stat().st_size > 1000
     assert "Not finished yet" in text and "transformer_abs seed 3" in text
+    rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| transformer_")}
+    abs_resumed = any(json.loads(p.read_text()).get("resumed_from_step")
+                      for p in (root / "results").glob("*/transformer_abs/seed*.json"))
+    assert rows["transformer_abs"].endswith("‡ |") == abs_resumed and not rows[COMBO].endswith("‡ |")
     quality.main(["summary", *common, "--output", str(output)])  # idempotent: one section
     assert output.read_text().count("<!-- quality:begin -->") == 1
 
