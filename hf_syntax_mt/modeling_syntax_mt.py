@@ -315,8 +315,10 @@ class SyntaxMTAttention(nn.Module):
         need_weights=False,
     ):
         """
-        Without relation terms, localized heads, parse head or `need_weights`, this is plain
-        scaled dot-product attention and runs through `F.scaled_dot_product_attention`.
+        Without pair-id relation terms (Shaw, labeled), localized heads, parse head or `need_weights`,
+        this runs through fused `F.scaled_dot_product_attention`; bucket relation terms (relative
+        depth) ride along as extra q/k/v columns. Otherwise the explicit path adds q·w gathered per
+        pair id to the scores and the attention summed per id (scatter-add) times w^V to the output.
 
         Args:
             hidden_states: (B, q, d) queries (and keys/values for self-attention).
