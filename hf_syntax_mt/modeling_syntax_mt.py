@@ -118,11 +118,12 @@ def dependency_depth_buckets(source_heads, max_distance):
     """The `depth` relation ids of `dependency_relation_ids`, factorised through key buckets.
 
     The id of a pair, clip(depth_j - depth_i, l) + l within one tree, depends on the key j only
-    through its bucket m = (tree of j, depth_j). So with the one-hot key buckets O[j, m] and the
-    per-query ids R[i, m] = clip(depth(m) - depth_i, l) + l (NO_RELATION for another tree):
-        id(i, j) = R[i, m(j)],   Σ_j f(i, id(i, j)) O-weighted = GEMMs with inner size M
-    i.e. the key term is (q_i · w^K_{R[i, m]}) @ O^T and the value term is (α @ O) summed per
-    R[i, m] — attention over keys extended by M bucket columns instead of a (n, n) gather.
+    through its bucket m(j) = (tree of j, depth_j). With the one-hot key buckets O[j, m] and the
+    per-query ids R[i, m] = clip(depth(m) - depth_i, l) + l (NO_RELATION for another tree),
+        id(i, j) = R[i, m(j)],
+        q_i · w^K_{id(i, j)} = Σ_m (q_i · w^K_{R[i, m]}) O[j, m],
+        Σ_j α_ij w^V_{id(i, j)} = Σ_m (α O)[i, m] w^V_{R[i, m]},
+    i.e. M extra columns of q, k and v instead of a gather over the (n, n) pairs.
     M = (number of trees) × (maximum depth + 1) of the batch, rounded up to a multiple of 16 with
     empty buckets (fused attention kernels are much slower for head sizes that are not).
 
