@@ -169,8 +169,8 @@ def measure_memory(system, lengths, batch_size, size):
     for length in lengths:
         step = _training_step(model, optimizer, _batch(config, batch_size, length))
         step()  # warm-up, creates the optimizer state
-        _reset_peak_memory()  # VmHWM := VmRSS, read just after, so the difference is never negative
-        before = _memory_kb("VmRSS")
+        _reset_peak_memory()  # VmHWM := VmRSS; the kernel syncs RSS counters lazily, so a tiny
+        before = _memory_kb("VmRSS")  # step can still read a few pages below 0
         step()
         memory[length] = (_memory_kb("VmHWM") - before) / 1024
     return memory
