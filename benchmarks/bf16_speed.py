@@ -30,14 +30,7 @@ def main():
             optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
             batch = speed._batch(config, 64, 16)
             batch["labels"] = batch["labels"][:, :14]
-
-            def step(model=model, optimizer=optimizer, batch=batch, bf16=mode == "bf16"):
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                    loss = model(**batch).loss
-                loss.backward()
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-
+            step = speed._training_step(model, optimizer, batch, bf16=mode == "bf16")
             step()  # warm-up
             steps[mode] = step
         times = speed._interleaved(steps, args.rounds)

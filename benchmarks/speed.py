@@ -81,16 +81,6 @@ def _reset_peak_memory():
         clear_refs.write("5")
 
 
-def _random_tree(length, rng):
-    order = list(range(length))
-    rng.shuffle(order)
-    heads = [0] * length
-    heads[order[0]] = order[0]
-    for position, token in enumerate(order[1:], start=1):
-        heads[token] = order[rng.randrange(position)]
-    return heads
-
-
 def _build(system, size):
     import torch
 
@@ -116,6 +106,8 @@ def _build(system, size):
 def _batch(config, batch_size, length, seed=0):
     import torch
 
+    from hf_syntax_mt.synthetic import random_dependency_tree
+
     rng = random.Random(seed)
     generator = torch.Generator().manual_seed(seed)
     words = length - 1
@@ -125,19 +117,22 @@ def _batch(config, batch_size, length, seed=0):
     labels[:, -1] = 1
     batch = dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), labels=labels)
     if getattr(config, "needs_source_heads", False):
-        batch["source_heads"] = torch.tensor([_random_tree(words, rng) + [-100] for _ in range(batch_size)])
+        batch["source_heads"] = torch.tensor([random_dependency_tree(words, rng) + [-100] for _ in range(batch_size)])
     if getattr(config, "needs_source_distances", False):
         distances = torch.randint(1, 8, (batch_size, length), generator=generator).float()
         distances[:, -2:] = 2000.0
         batch["source_distances"] = distances
     if getattr(config, "needs_target_heads", False):
-        batch["target_heads"] = torch.tensor([_random_tree(words, rng) + [-100] for _ in range(batch_size)])
+        batch["target_heads"] = torch.tensor([random_dependency_tree(words, rng) + [-100] for _ in range(batch_size)])
     return batch
 
 
-def _training_step(model, optimizer, batch):
+def _training_step(model, optimizer, batch, bf16=False):
+    import torch
+
     def step():
-        loss = model(**batch).loss
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(**batch).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)

@@ -308,6 +308,18 @@ def generate_synthetic_corpus(n: int, seed: int = 0, max_words: int = 25) -> lis
     return examples
 
 
+def random_dependency_tree(length: int, rng: random.Random) -> list[int]:
+    """Heads of a random tree over `length` words (0-based, the root points to itself): the words,
+    in a random order, each attach to a word placed before them (a random recursive tree)."""
+    order = list(range(length))
+    rng.shuffle(order)
+    heads = [0] * length
+    heads[order[0]] = order[0]
+    for position, token in enumerate(order[1:], start=1):
+        heads[token] = order[rng.randrange(position)]
+    return heads
+
+
 def conllu_block(words: list[str], heads: list[int], deprels: list[str], upos=None, xpos=None,
                  sent_id: str | None = None) -> str:
     """One CoNLL-U sentence (10 columns, 1-based heads, 0 = root), ending with a blank line."""

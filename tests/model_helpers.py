@@ -5,6 +5,7 @@ import random
 import torch
 
 from hf_syntax_mt import PRESETS, SyntaxMTConfig
+from hf_syntax_mt.synthetic import random_dependency_tree
 
 TINY = dict(
     vocab_size=40,
@@ -28,17 +29,6 @@ def tiny_config(preset="transformer_abs", **overrides):
     return SyntaxMTConfig.from_preset(preset, **{**TINY, **overrides})
 
 
-def random_heads(length, rng):
-    """A random projective-or-not dependency tree over `length` words: root -> itself."""
-    order = list(range(length))
-    rng.shuffle(order)
-    heads = [0] * length
-    heads[order[0]] = order[0]
-    for position, token in enumerate(order[1:], start=1):
-        heads[token] = order[rng.randrange(position)]
-    return heads
-
-
 def random_batch(lengths, seed=0, vocab_size=40, eos_token_id=1, pad_token_id=0):
     """Padded ids, mask, source_heads (eos and padding -100), source_distances (2000 at eos/padding)."""
     rng = random.Random(seed)
@@ -52,7 +42,7 @@ def random_batch(lengths, seed=0, vocab_size=40, eos_token_id=1, pad_token_id=0)
         input_ids[row, :words] = torch.tensor([rng.randrange(3, vocab_size) for _ in range(words)])
         input_ids[row, words] = eos_token_id
         attention_mask[row, :length] = 1
-        source_heads[row, :words] = torch.tensor(random_heads(words, rng))
+        source_heads[row, :words] = torch.tensor(random_dependency_tree(words, rng))
         source_distances[row, : words - 1] = torch.tensor([float(rng.randint(1, 6)) for _ in range(words - 1)])
     return dict(
         input_ids=input_ids,

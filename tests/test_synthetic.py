@@ -6,6 +6,7 @@ from hf_syntax_mt.synthetic import (
     TARGET_WORDS,
     SyntheticExample,
     generate_synthetic_corpus,
+    random_dependency_tree,
     target_from_tree,
     write_synthetic_corpus,
 )
@@ -145,3 +146,23 @@ def test_written_files_round_trip_through_stanza(tmp_path):
     src_doc = CoNLL.conll2doc(input_str=paths["dev"]["src.conllu"].read_text(encoding="utf-8"))
     assert src_doc.sentences[0].words[0].upos == "DET"
     assert src_doc.sentences[0].words[0].xpos == "DT"
+
+
+def test_random_dependency_tree_is_one_tree_and_seeded():
+    import random
+
+    for length in (1, 2, 7, 40):
+        for seed in range(5):
+            heads = random_dependency_tree(length, random.Random(seed))
+            assert len(heads) == length
+            assert_tree(heads)
+            assert heads == random_dependency_tree(length, random.Random(seed))
+    depths = {max(_depth(random_dependency_tree(30, random.Random(seed)), i) for i in range(30)) for seed in range(20)}
+    assert len(depths) > 2  # different shapes, not one fixed chain or star
+
+
+def _depth(heads, i):
+    depth = 0
+    while heads[i] != i:
+        i, depth = heads[i], depth + 1
+    return depth
