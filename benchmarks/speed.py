@@ -322,6 +322,18 @@ def format_tables(results, lengths, presets):
     return "\n".join(lines)
 
 
+def _worker_environment(part):
+    """Environment of a worker subprocess. Memory workers only get a 64 KB mmap threshold: glibc then
+    maps every larger block on its own and unmaps it when freed, so the resident set follows the live
+    tensors. Not for timing: re-mapping every large tensor each step added ≈45% to abs's step time and
+    inflated the ratios of presets with more n×n tensors (rel ×abs at n=256: 1.22 with it, 1.16 without)."""
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    environment.pop("MALLOC_MMAP_THRESHOLD_", None)
+    if part == "memory":
+        environment["MALLOC_MMAP_THRESHOLD_"] = "65536"
+    return environment
+
+
 def _worker_output(command, environment):
     completed = subprocess.run(command, capture_output=True, text=True, env=environment)
     if completed.returncode:
@@ -385,12 +397,6 @@ def main(argv=None):
         print(json.dumps(measure_pipeline(presets, texts, args.pipeline_parser, max(3, args.rounds // 2), size)))
         return None
 
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    # Memory workers only: glibc then maps every block > 64 KB on its own and unmaps it when freed, so the
-    # resident set follows the live tensors. Not for timing: the page faults of re-mapping every large
-    # tensor added 45% to the step time of abs and inflated the ratios of presets with more n×n tensors
-    # (rel ×abs at n=256: 1.22 with it, 1.16 without, measured 2026-11-22).
-    memory_environment = {**environment, "MALLOC_MMAP_THRESHOLD_": "65536"}
     base = [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])]
     parts = set(args.parts.split(",")) - {"none"}
     command = "python benchmarks/speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
@@ -402,13 +408,14 @@ def main(argv=None):
     if "memory" in parts:
         results["memory"] = {}
         for system in [MARIAN] + presets:
-            results["memory"][system] = _int_keys(_worker_output(base + ["--worker", "memory", "--system", system], memory_environment))
+            command_line = base + ["--worker", "memory", "--system", system]
+            results["memory"][system] = _int_keys(_worker_output(command_line, _worker_environment("memory")))
             print(f"memory measured: {system}", file=sys.stderr, flush=True)
     if "time" in parts:
-        results["time"] = _worker_output(base + ["--worker", "time"], environment)
+        results["time"] = _worker_output(base + ["--worker", "time"], _worker_environment("time"))
         results["time"]["train"] = {system: _int_keys(times) for system, times in results["time"]["train"].items()}
     if "pipeline" in parts and texts:
-        results["pipeline"] = _worker_output(base + ["--worker", "pipeline"], environment)
+        results["pipeline"] = _worker_output(base + ["--worker", "pipeline"], _worker_environment("pipeline"))
     elif "pipeline" in parts:
         print(f"pipeline skipped: no text at {args.pipeline_text!r}", file=sys.stderr)
 

@@ -25,6 +25,14 @@ def test_median_ratio_pairs_rounds():
     assert speed._median_ratio([2.0, 4.0, 100.0], [1.0, 2.0, 10.0]) == 2.0
 
 
+def test_only_memory_workers_get_the_small_mmap_threshold(monkeypatch):
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")  # e.g. left over in the user's shell
+    assert speed._worker_environment("memory")["MALLOC_MMAP_THRESHOLD_"] == "65536"
+    for part in ("time", "pipeline"):
+        environment = speed._worker_environment(part)
+        assert "MALLOC_MMAP_THRESHOLD_" not in environment and environment["HF_HUB_OFFLINE"] == "1"
+
+
 def test_speed_benchmark_tables_on_tiny_model(tmp_path):
     paths = write_synthetic_corpus(tmp_path / "data", n_train=0, n_dev=12, n_test=0, seed=5, max_words=8)
     output = tmp_path / "speed.json"
