@@ -303,12 +303,14 @@ class Corpus:
             from hf_syntax_mt.tokenization import train_joint_bpe_tokenizer
 
             src, tgt = self.texts["train"]
-            path = self.root / f"tokenizer-{text_sha(src + tgt)[:12]}-{self.recipe['vocab_size']}"
+            split = self.recipe.get("split_punctuation", False)
+            path = self.root / f"tokenizer-{text_sha(src + tgt)[:12]}-{self.recipe['vocab_size']}{'-punct' if split else ''}"
             if (path / "tokenizer.json").is_file():
                 self._tokenizer = AutoTokenizer.from_pretrained(path)
             else:
                 logger.info("training the joint BPE tokenizer (%d) on %d pairs", self.recipe["vocab_size"], len(src))
-                self._tokenizer = train_joint_bpe_tokenizer(src + tgt, vocab_size=self.recipe["vocab_size"])
+                self._tokenizer = train_joint_bpe_tokenizer(src + tgt, vocab_size=self.recipe["vocab_size"],
+                                                            split_punctuation=split)
                 self._tokenizer.save_pretrained(path)
         return self._tokenizer
 

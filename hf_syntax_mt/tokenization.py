@@ -5,7 +5,10 @@ Pipeline of the trained `tokenizers.Tokenizer`:
 - pre-tokenizer: split on whitespace, then Metaspace prepends "▁" to every word, so no subword
   crosses a space and every offset lies inside one whitespace-delimited word of the raw input
   (a lone "▁" token gets the offsets of the character it precedes). Text without spaces
-  (e.g. raw Japanese) is one "word" for BPE, as in sentencepiece;
+  (e.g. raw Japanese) is one "word" for BPE, as in sentencepiece. With `split_punctuation=True`
+  every punctuation character (Unicode category P) is then split off as a piece of its own,
+  keeping a "▁" before it, so "shirt." is "▁shirt" + "." — on raw text this keeps a parser's
+  punctuation words from sharing a subword with the word before them;
 - model: BPE with `<unk>` for characters never seen in training (no byte fallback);
 - post-processor: `$A </s>` and `$A </s> $B </s>`;
 - decoder: Metaspace ("▁" → space, leading space removed), so `decode` gives clean text with
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
 
@@ -30,6 +33,7 @@ def train_joint_bpe_tokenizer(
     min_frequency: int = 2,
     model_max_length: int = 512,
     normalization: str | None = "NFKC",
+    split_punctuation: bool = False,
     show_progress: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Train a BPE tokenizer on `texts` (pass source and target sentences together for a joint
@@ -37,6 +41,7 @@ def train_joint_bpe_tokenizer(
 
     `vocab_size` counts the special tokens; the vocabulary is smaller when the texts allow no
     more merges of at least `min_frequency` occurrences. `normalization` is "NFKC", "NFC" or None.
+    `split_punctuation` isolates each punctuation character before BPE (see the module docstring).
     """
     if vocab_size <= len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
@@ -59,9 +64,10 @@ def train_joint_bpe_tokenizer(
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     if normalization is not None:
         tokenizer.normalizer = normalizer_classes[normalization]()
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")]
-    )
+    splitters = [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")]
+    if split_punctuation:
+        splitters.append(pre_tokenizers.Split(Regex(r"▁?\p{P}"), behavior="isolated"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(splitters)
     tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

@@ -84,6 +84,10 @@ class ModelArguments:
         default=None, metadata={"help": "Existing tokenizer; default: the model's, or a joint BPE trained on the data"}
     )
     vocab_size: int = field(default=8000, metadata={"help": "Size of the joint BPE vocabulary trained on the data"})
+    split_punctuation: bool = field(
+        default=False,
+        metadata={"help": "Joint BPE: split every punctuation character off its word (raw, untokenized text)"},
+    )
     parser: Optional[str] = field(
         default=None,
         metadata={
@@ -502,7 +506,9 @@ def _load_tokenizer(model_args: ModelArguments, training_args, train_texts):
     if train_texts is None:
         raise ValueError("no tokenizer given (--tokenizer_name) and no training data to train one on")
     logger.info("training a joint BPE tokenizer (vocab_size=%d)", model_args.vocab_size)
-    return train_joint_bpe_tokenizer(train_texts, vocab_size=model_args.vocab_size)
+    return train_joint_bpe_tokenizer(
+        train_texts, vocab_size=model_args.vocab_size, split_punctuation=model_args.split_punctuation
+    )
 
 
 def _tokenizer_signature(tokenizer) -> list:

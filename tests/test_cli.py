@@ -76,9 +76,11 @@ def test_train_subcommand(tmp_path):
     data = synthetic_corpus()
     main(["train", "--preset", "transformer_dep", "--parser", "preparsed", "--config_overrides", TINY_OVERRIDES,
          "--train_file", str(data / "train"), "--validation_file", str(data / "dev"), "--vocab_size", "120",
-         "--max_target_length", "8", "--output_dir", str(tmp_path / "out"), "--max_steps", "2",
+         "--split_punctuation", "true", "--max_target_length", "8", "--output_dir", str(tmp_path / "out"), "--max_steps", "2",
          "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
          "--per_device_train_batch_size", "16", "--disable_tqdm", "true",
          "--cache_dir", str(tmp_path / "cache")])
     metrics = json.loads((tmp_path / "out" / "all_results.json").read_text())
     assert "eval_bleu" in metrics and (tmp_path / "out" / "README.md").is_file()
+    pre_tokenizers = json.loads((tmp_path / "out" / "tokenizer.json").read_text())["pre_tokenizer"]["pretokenizers"]
+    assert [p["type"] for p in pre_tokenizers] == ["WhitespaceSplit", "Metaspace", "Split"]  # --split_punctuation

@@ -113,6 +113,26 @@ def test_normalization_option():
     assert raw.decode(raw("ＡＢＣ")["input_ids"], skip_special_tokens=True) == "ＡＢＣ"
 
 
+def test_split_punctuation_option():
+    texts = ["the cat sat.", "a dog ran, then sat.", "don't (stop) -- now!"] * 20
+    plain = train_joint_bpe_tokenizer(texts, vocab_size=80)
+    split = train_joint_bpe_tokenizer(texts, vocab_size=80, split_punctuation=True)
+    assert plain.tokenize("the cat sat.")[-1] == "▁sat."  # without the option BPE merges word and full stop
+    assert split.tokenize("the cat sat.")[-2:] == ["▁sat", "."]
+    text = "a cat sat, then ran."
+    pieces = split.tokenize(text)
+    assert pieces[-1] == "." and "," in pieces
+    assert all(len(t) == 1 or not any(c in ",.'()-!" for c in t) for t in pieces if t != "▁(")
+    for t in texts[:3] + [text, "a dog sat ."]:
+        enc = split(t, return_offsets_mapping=True)
+        assert split.decode(enc["input_ids"], skip_special_tokens=True) == t
+        for tok, (s, e) in zip(split.convert_ids_to_tokens(enc["input_ids"]), enc["offset_mapping"]):
+            if tok in ".,!'()-":
+                assert t[s:e] == tok  # punctuation pieces index exactly their own character
+    pre_tokenize = split.backend_tokenizer.pre_tokenizer.pre_tokenize_str
+    assert pre_tokenize("a dog sat .")[-1] == ("▁.", (10, 11))  # a spaced punctuation mark keeps its "▁"
+
+
 def test_bad_input():
     with pytest.raises(ValueError, match="vocab_size"):
         train_joint_bpe_tokenizer(["a b"], vocab_size=3)
