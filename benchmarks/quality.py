@@ -768,6 +768,7 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     lines += ["", "Train h and tokens/s are wall-clock figures of a shared 2-core machine (other jobs ran at times); "
               "`benchmarks/speed.py` compares speed properly. ‡ resumed from a checkpoint: the figures cover "
               "the last process only."]
+    lines += learning_curve_lines(order, by_preset)
     extra_names = sorted({k for r in runs for k in r.get("extra", {})})
     for name in extra_names:
         lines += ["", f"Extra evaluation set `{name}` (beam {recipe['final_num_beams']}):", "",
@@ -782,6 +783,31 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     lines += [r["command"] for p in order for r in sorted(by_preset[p], key=lambda r: r["seed"]) if r.get("command")]
     lines += ["```", ""] + todo
     return "\n".join(lines)
+
+
+def learning_curve_lines(order: list[str], by_preset: dict) -> list[str]:
+    """Markdown table of the greedy dev BLEU at each evaluation during training, mean over seeds.
+
+    Read from each run's `dev_bleu_by_eval`, whose last entry (the final evaluation of the kept
+    checkpoint) repeats an earlier one and is left out. The best preset of each column is bold."""
+    curves = {p: {} for p in order}
+    for p in order:
+        for r in by_preset[p]:
+            for h in r.get("dev_bleu_by_eval", [])[:-1]:
+                curves[p].setdefault(h["epoch"], []).append(h["bleu"])
+    epochs = sorted({e for curve in curves.values() for e in curve})
+    if not epochs:
+        return []
+    means = {p: {e: float(np.mean(v)) for e, v in curves[p].items()} for p in order}
+    best = {e: max(m[e] for m in means.values() if e in m) for e in epochs}
+    lines = ["", "Greedy dev BLEU at each evaluation during training (mean over seeds; bold: best preset at that "
+             "point; the run keeps the checkpoint with the best of its row):", "",
+             "| preset | " + " | ".join(f"epoch {e:g}" for e in epochs) + " |", "|---|" + "---|" * len(epochs)]
+    for p in order:
+        cells = [("**{:.2f}**" if means[p][e] == best[e] else "{:.2f}").format(means[p][e]) if e in means[p] else "–"
+                 for e in epochs]
+        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plot_chart(recipe: dict, order: list[str], by_preset: dict, chart_dir: Path) -> Path:

@@ -109,6 +109,17 @@ def test_summary_writes_markdown_and_chart(setup):
     abs_resumed = any(json.loads(p.read_text()).get("resumed_from_step")
                       for p in (root / "results").glob("*/transformer_abs/seed*.json"))
     assert rows["transformer_abs"].endswith("‡ |") == abs_resumed and not rows[COMBO].endswith("‡ |")
+    # learning curves: each cell is the mean over seeds of that evaluation's greedy BLEU in the run files
+    all_lines = text.splitlines()
+    at = next(i for i, line in enumerate(all_lines) if line.startswith("| preset | epoch "))
+    epochs = [float(cell.removeprefix("epoch ")) for cell in all_lines[at].strip("| ").split(" | ")[1:]]
+    assert len(epochs) >= 2 and all_lines[at + 2].startswith("| transformer_abs | ")
+    cells = [cell.strip("*") for cell in all_lines[at + 2].strip("| ").split(" | ")[1:]]
+    assert len(cells) == len(epochs) and any("**" in cell for cell in all_lines[at + 2:at + 4])
+    abs_runs = [json.loads(p.read_text()) for p in (root / "results").glob("*/transformer_abs/seed*.json")]
+    for epoch, cell in zip(epochs, cells):
+        scores = [h["bleu"] for r in abs_runs for h in r["dev_bleu_by_eval"][:-1] if h["epoch"] == epoch]
+        assert cell == (f"{np.mean(scores):.2f}" if scores else "–")
     quality.main(["summary", *common, "--output", str(output)])  # idempotent: one section
     assert output.read_text().count("<!-- quality:begin -->") == 1
 
