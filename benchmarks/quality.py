@@ -7,7 +7,10 @@
 
 A recipe (`benchmarks/recipes/*.json`, one per corpus and direction) fixes the data, the parsers,
 the model size (`model`: config overrides on every preset), the training arguments (`training`:
-`SyntaxMTTrainingArguments` fields) and the final beam size. For every (preset, seed):
+`SyntaxMTTrainingArguments` fields) and the final beam size. Named variants (`variants`:
+{"transformer_dbsa@layer2": {"preset": "transformer_dbsa", "model": {...}, "training": {...}}})
+change a preset's config or training on top of that and run, skip, resume and summarize under their
+own name like any preset. For every (preset, seed):
 
 1. one joint BPE tokenizer per recipe, trained once on train source + target and reused;
 2. parses: computed once per (text file, parser) and cached as JSON lines under
@@ -86,9 +89,27 @@ def load_recipe(path) -> dict:
     base = Path(recipe.get("base_dir", path.parents[2] if path.parent.name == "recipes" else path.parent))
     if not base.is_absolute():
         base = (path.parent / base).resolve()
+    from hf_syntax_mt.configuration_syntax_mt import PRESETS
+
+    for name, variant in recipe.get("variants", {}).items():
+        if name in PRESETS or "+" in name or "preset" not in variant:
+            raise ValueError(f"recipe {path}: variant {name!r} needs its own name (not a preset or combination) "
+                             "and a 'preset' key naming the preset it changes")
+        unknown = set(variant) - {"preset", "model", "training"}
+        if unknown:
+            raise ValueError(f"recipe {path}: variant {name!r} has unknown keys {sorted(unknown)} "
+                             "(allowed: preset, model, training)")
     recipe["_path"] = str(path)
     recipe["_base"] = str(base)
     return recipe
+
+
+def run_settings(recipe: dict, name: str) -> tuple[str, dict, dict]:
+    """(preset, model overrides, training arguments) of a run name: a preset (or combination) with the
+    recipe's `model` and `training`, or a named variant with its own changes on top of them."""
+    variant = recipe.get("variants", {}).get(name, {})
+    return (variant.get("preset", name), {**recipe["model"], **variant.get("model", {})},
+            {**recipe["training"], **variant.get("training", {})})
 
 
 def resolve(recipe: dict, p: str) -> Path:
@@ -453,18 +474,17 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
 
     recipe = corpus.recipe
     result_path, run_dir = run_paths(args.results_dir, args.runs_dir, recipe, preset, seed)
-    overrides = {**recipe["model"], **parse_overrides(args.config_overrides)}
-    config = SyntaxMTConfig.from_preset(preset, **overrides)
+    base_preset, overrides, training = run_settings(recipe, preset)
+    config = SyntaxMTConfig.from_preset(base_preset, **overrides)
     tokenizer = corpus.tokenizer
     annotator, target_annotator = corpus.annotators(config)
-    training = {**recipe["training"], **parse_overrides(args.training_overrides)}
     if args.max_steps:
         training["max_steps"] = args.max_steps
     if args.bf16:
         training["bf16"] = True
     training_args = SyntaxMTTrainingArguments(output_dir=str(run_dir), seed=seed, use_cpu=True, report_to="none",
                                               disable_tqdm=True, **training)
-    model_args = ModelArguments(preset=preset, config_overrides=",".join(f"{k}={v!r}" for k, v in overrides.items()),
+    model_args = ModelArguments(preset=base_preset, config_overrides=",".join(f"{k}={v!r}" for k, v in overrides.items()),
                                 vocab_size=recipe["vocab_size"], distance_source=recipe.get("distance_source", "auto"))
     data_args = DataArguments(
         source_lang=recipe["source_lang"], target_lang=recipe["target_lang"],
@@ -501,7 +521,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     history = [{"epoch": round(h["epoch"], 2), "step": h["step"], "bleu": h["eval_bleu"], "chrf": h.get("eval_chrf")}
                for h in state.log_history if "eval_bleu" in h]
     out = {
-        "preset": preset, "seed": seed, "corpus": recipe["corpus"], "recipe": recipe["name"],
+        "preset": preset, "variant_of": base_preset if base_preset != preset else None,
+        "seed": seed, "corpus": recipe["corpus"], "recipe": recipe["name"],
         "recipe_file": os.path.relpath(recipe["_path"], REPO), "direction": f"{recipe['source_lang']}-{recipe['target_lang']}",
         "source_parser": parser_label(recipe.get("source_parser")) if annotator else None,
         "target_parser": parser_label(recipe.get("target_parser")) if target_annotator else None,
@@ -567,12 +588,6 @@ def evaluate_only(corpus: Corpus, checkpoint: Path, args) -> dict:
     Path(f"{prefix}.json").write_text(json.dumps({"checkpoint": str(checkpoint), "preset": model.config.preset,
                                                   "evals": evals, "command": args.command}, indent=1) + "\n")
     return evals
-
-
-def parse_overrides(text: Optional[str]) -> dict:
-    from hf_syntax_mt.training import parse_config_overrides
-
-    return parse_config_overrides(text)
 
 
 def run(args) -> list[dict]:
@@ -768,6 +783,10 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     lines += ["", "Train h and tokens/s are wall-clock figures of a shared 2-core machine (other jobs ran at times); "
               "`benchmarks/speed.py` compares speed properly. ‡ resumed from a checkpoint: the figures cover "
               "the last process only."]
+    variants = recipe.get("variants", {})
+    for p in (p for p in order if p in variants):
+        changes = [f"{k}={v}" for part in ("model", "training") for k, v in variants[p].get(part, {}).items()]
+        lines += ["", f"Variant `{p}`: `{variants[p]['preset']}` with {', '.join(changes) or 'no changes'} (recipe `variants`)."]
     lines += learning_curve_lines(order, by_preset)
     extra_names = sorted({k for r in runs for k in r.get("extra", {})})
     for name in extra_names:
@@ -864,8 +883,6 @@ def build_parser_cli() -> argparse.ArgumentParser:
     p_run.add_argument("--evaluate-only", default=None, metavar="CHECKPOINT", help="Score a checkpoint, no training")
     p_run.add_argument("--bf16", action="store_true", help="bf16 autocast for training")
     p_run.add_argument("--max-steps", type=int, default=None, help="Stop after N steps (probes)")
-    p_run.add_argument("--config-overrides", default=None, help="Model overrides on top of the recipe (key=value,...)")
-    p_run.add_argument("--training-overrides", default=None, help="Training-argument overrides (key=value,...)")
     p_run.add_argument("--threads", type=int, default=2, help="torch threads")
     p_parse = sub.add_parser("parse", parents=[common], help="Fill the parse caches and check the alignment")
     p_parse.set_defaults()

@@ -41,6 +41,8 @@ def setup(tmp_path_factory):
                      "save_steps": 2, "logging_steps": 2, "generation_num_beams": 1, "num_train_epochs": 1},
         "presets": ["transformer_abs", COMBO],
         "grid": [{"presets": ["transformer_abs", COMBO], "seeds": [1, 2]}, {"presets": ["transformer_abs"], "seeds": [3]}],
+        "variants": {"transformer_abs@wide": {"preset": "transformer_abs", "model": {"encoder_ffn_dim": 96},
+                                              "training": {"learning_rate": 1e-3}}},
     }
     recipe_path = root / "recipe.json"
     recipe_path.write_text(json.dumps(recipe))
@@ -105,7 +107,10 @@ def test_summary_writes_markdown_and_chart(setup):
     assert "p vs abs" in text and "python benchmarks/quality.py run" in text
     assert (root / "cards" / "quality_synthetic.src-tgt.png").stat().st_size > 1000
     assert "Not finished yet" in text and "transformer_abs seed 3" in text
-    rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| transformer_")}
+    rows = {}  # the main table's row of each preset (the learning-curve table repeats the names below it)
+    for line in text.splitlines():
+        if line.startswith("| transformer_"):
+            rows.setdefault(line.split(" | ")[0][2:], line)
     abs_resumed = any(json.loads(p.read_text()).get("resumed_from_step")
                       for p in (root / "results").glob("*/transformer_abs/seed*.json"))
     assert rows["transformer_abs"].endswith("‡ |") == abs_resumed and not rows[COMBO].endswith("‡ |")
@@ -122,6 +127,43 @@ def test_summary_writes_markdown_and_chart(setup):
         assert cell == (f"{np.mean(scores):.2f}" if scores else "–")
     quality.main(["summary", *common, "--output", str(output)])  # idempotent: one section
     assert output.read_text().count("<!-- quality:begin -->") == 1
+
+
+def test_recipe_variant_runs_under_its_own_name(setup):
+    root, data, recipe_path, common = setup
+    plain = root / "results" / "synthetic.src-tgt" / "transformer_abs" / "seed1.json"
+    plain_before = plain.read_text() if plain.exists() else None
+    (run,) = quality.main(["run", *common, "--presets", "transformer_abs@wide", "--seeds", "1", "--max-steps", "2"])
+    assert run["preset"] == "transformer_abs@wide" and run["variant_of"] == "transformer_abs"
+    assert run["config_overrides"]["encoder_ffn_dim"] == 96 and run["training_overrides"]["learning_rate"] == 1e-3
+    run_dir = Path(run["run_dir"])
+    assert run_dir.parent.name == "transformer_abs@wide"
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["encoder_ffn_dim"] == 96 and config["decoder_ffn_dim"] == 64 and config["preset"] == "transformer_abs"
+    import torch
+
+    training_args = torch.load(run_dir / "checkpoint-2" / "training_args.bin", weights_only=False)
+    assert training_args.learning_rate == 1e-3 and training_args.seed == 1
+    assert (root / "results" / "synthetic.src-tgt" / "transformer_abs@wide" / "seed1.json").is_file()
+    assert (plain.read_text() if plain.exists() else None) == plain_before  # the plain preset's result is untouched
+    output = root / "cards" / "RESULTS.md"
+    output.parent.mkdir(exist_ok=True)
+    text = quality.main(["summary", *common, "--output", str(output)])
+    assert "| transformer_abs@wide | 1 |" in text
+    assert "Variant `transformer_abs@wide`: `transformer_abs` with encoder_ffn_dim=96, learning_rate=0.001" in text
+
+
+@pytest.mark.parametrize("variants, message", [
+    ({"transformer_rel": {"preset": "transformer_abs"}}, "needs its own name"),
+    ({"abs@x": {"model": {"d_model": 8}}}, "'preset' key"),
+    ({"abs@x": {"preset": "transformer_abs", "config": {}}}, "unknown keys"),
+])
+def test_recipe_variant_errors(tmp_path, variants, message):
+    recipe = {"name": "r", "source_lang": "a", "target_lang": "b", "data": {}, "model": {}, "training": {},
+              "variants": variants}
+    (tmp_path / "r.json").write_text(json.dumps(recipe))
+    with pytest.raises(ValueError, match=message):
+        quality.load_recipe(tmp_path / "r.json")
 
 
 def _random_corpus(n, rng):
