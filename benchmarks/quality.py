@@ -437,6 +437,36 @@ def parse_extra_evals(items: Sequence[str]) -> dict[str, tuple[Path, Path]]:
     return out
 
 
+def parse_head_accuracy(model, batches) -> Optional[dict]:
+    """Dev accuracy (%) of the DBSA parse heads (SPEC §5), per side: the share of the subwords the parse
+    loss scores whose argmax head is the parser's head projected to subwords; the decoder reads the
+    reference (teacher forcing). None for a model without parse heads."""
+    import torch
+
+    from hf_syntax_mt.modeling_syntax_mt import IGNORE_INDEX, shift_target_heads_right
+
+    if not (model.config.dbsa_encoder_layer or model.config.dbsa_decoder_layer):
+        return None
+    model.eval()
+    counts: dict[str, list[int]] = {}
+    with torch.no_grad():
+        for batch in batches:
+            out = model(**batch)
+            sides = []
+            if out.encoder_parse_logits is not None:
+                sides.append(("source", out.encoder_parse_logits,
+                              batch["source_heads"].masked_fill(batch["attention_mask"] == 0, IGNORE_INDEX)))
+            if out.decoder_parse_logits is not None:
+                sides.append(("target", out.decoder_parse_logits, shift_target_heads_right(batch["target_heads"])))
+            for side, logits, gold in sides:
+                gold = gold[:, : logits.shape[1]]
+                scored = gold != IGNORE_INDEX
+                count = counts.setdefault(side, [0, 0])
+                count[0] += int((logits.argmax(-1) == gold)[scored].sum())
+                count[1] += int(scored.sum())
+    return {side: round(100 * correct / max(total, 1), 2) for side, (correct, total) in counts.items()}
+
+
 def evaluate_sets(model, tokenizer, corpus: Corpus, sets: dict, out_prefix: Path, num_beams: int) -> dict:
     """Translate each set `{name: (src_path, tgt_path)}` with beam `num_beams`; write hypotheses
     next to `out_prefix` and return `{name: {bleu, chrf, hypotheses, ...}}`."""
@@ -515,6 +545,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
                        if model.config.needs_parser_at_inference else None,
                        1, recipe["max_target_length"], recipe["max_source_length"])
     direct_greedy = score(greedy, corpus.texts["dev"][1], recipe["bleu_tokenize"])
+    parse_accuracy = parse_head_accuracy(model, trainer.get_eval_dataloader())
     prefix = result_path.with_suffix("")
     sets = {"dev": (corpus.paths["dev"][0], corpus.paths["dev"][1]), **parse_extra_evals(args.extra_eval)}
     evals = evaluate_sets(model, tokenizer, corpus, sets, prefix, recipe["final_num_beams"])
@@ -538,7 +569,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         "final_train_loss": metrics.get("train_loss"),
         "dev_greedy_bleu_trainer": metrics.get("eval_bleu"), "dev_greedy_bleu_direct": direct_greedy["bleu"],
         "dev_greedy_bleu_best_epoch": max((h["bleu"] for h in history[:-1]), default=None),
-        "dev_bleu_by_eval": history,
+        "dev_bleu_by_eval": history, "dev_parse_head_accuracy": parse_accuracy,
         "dev": evals.pop("dev"), "extra": evals,
         "bf16": bool(training.get("bf16")), "threads": torch.get_num_threads(),
         "git_commit": _git_commit(), "run_dir": str(run_dir), "command": command,
@@ -788,6 +819,16 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
         changes = [f"{k}={v}" for part in ("model", "training") for k, v in variants[p].get(part, {}).items()]
         lines += ["", f"Variant `{p}`: `{variants[p]['preset']}` with {', '.join(changes) or 'no changes'} (recipe `variants`)."]
     lines += learning_curve_lines(order, by_preset)
+    parsing = [p for p in order if any(r.get("dev_parse_head_accuracy") for r in by_preset[p])]
+    if parsing:
+        lines += ["", "DBSA parse heads on dev: % of the subwords the parse loss scores whose argmax head is the "
+                  "parser's head (decoder: teacher-forced reference; mean over the seeds that recorded it):", "",
+                  "| preset | source | target |", "|---|---|---|"]
+        for p in parsing:
+            accs = [r["dev_parse_head_accuracy"] for r in by_preset[p] if r.get("dev_parse_head_accuracy")]
+            lines.append(f"| {p} | " + " | ".join(
+                f"{np.mean([a[side] for a in accs if side in a]):.2f}" if any(side in a for a in accs) else "–"
+                for side in ("source", "target")) + " |")
     extra_names = sorted({k for r in runs for k in r.get("extra", {})})
     for name in extra_names:
         lines += ["", f"Extra evaluation set `{name}` (beam {recipe['final_num_beams']}):", "",

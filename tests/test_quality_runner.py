@@ -66,6 +66,8 @@ def test_runner_trains_skips_and_scores_extra_sets(setup):
     refs = (data / "dev.tgt").read_text().splitlines()
     assert len(hyps) == 6
     assert saved["dev"]["bleu"] == round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
+    assert set(saved["dev_parse_head_accuracy"]) == {"source", "target"}
+    assert all(0 <= v <= 100 for v in saved["dev_parse_head_accuracy"].values())
     run_dir = Path(saved["run_dir"])
     assert (run_dir / "config.json").is_file() and not list(result_file.parent.glob("checkpoint-*"))
 
@@ -127,6 +129,52 @@ def test_summary_writes_markdown_and_chart(setup):
         assert cell == (f"{np.mean(scores):.2f}" if scores else "–")
     quality.main(["summary", *common, "--output", str(output)])  # idempotent: one section
     assert output.read_text().count("<!-- quality:begin -->") == 1
+
+
+def test_parse_head_accuracy_matches_predict_heads_per_sentence():
+    """Batched accuracy from the parse logits == a naive count over `predict_heads`, one sentence at a time."""
+    import torch
+
+    from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = SyntaxMTConfig.from_preset("transformer_dbsa", vocab_size=40, pad_token_id=0, eos_token_id=1,
+                                        decoder_start_token_id=2, **TINY)
+    model = SyntaxMTForConditionalGeneration(config).eval()
+    rng = random.Random(1)
+    sentences = []
+    for _ in range(7):
+        n, m = rng.randint(2, 9), rng.randint(2, 8)
+        source_heads = [0] + [rng.randrange(i) for i in range(1, n)]  # trees rooted at token 0
+        target_heads = [0] + [rng.randrange(i) for i in range(1, m - 1)] + [-100]  # the last one a special token
+        if rng.random() < 0.5:  # heads in the future too (root last)
+            target_heads = [m - 2 - h if h != -100 else h for h in reversed(target_heads[:-1])] + [-100]
+        sentences.append(([rng.randrange(3, 40) for _ in range(n)], source_heads,
+                          [rng.randrange(3, 40) for _ in range(m)], target_heads))
+
+    def pad(rows, value):
+        width = max(len(r) for r in rows)
+        return torch.tensor([r + [value] * (width - len(r)) for r in rows])
+
+    batches = [{"input_ids": pad([s[0] for s in group], 0), "attention_mask": pad([[1] * len(s[0]) for s in group], 0),
+                "source_heads": pad([s[1] for s in group], -100), "labels": pad([s[2] for s in group], -100),
+                "target_heads": pad([s[3] for s in group], -100)} for group in (sentences[:4], sentences[4:])]
+    fast = quality.parse_head_accuracy(model, batches)
+
+    counts = {"source": [0, 0], "target": [0, 0]}
+    for ids, source_heads, labels, target_heads in sentences:
+        heads = model.predict_heads(torch.tensor([ids]), labels=torch.tensor([labels]))
+        for i, gold in enumerate(source_heads):
+            counts["source"][0] += int(heads["source_heads"][0, i] == gold)
+            counts["source"][1] += 1
+        # the decoder reads labels[0..m-2]; a head in the future (gold > t) is not supervised
+        for t, gold in enumerate(target_heads[:-1]):
+            if gold != -100 and gold <= t:
+                counts["target"][0] += int(heads["target_heads"][0, t] == gold)
+                counts["target"][1] += 1
+    assert fast == {side: round(100 * c / n, 2) for side, (c, n) in counts.items()}
+    assert quality.parse_head_accuracy(SyntaxMTForConditionalGeneration(
+        SyntaxMTConfig.from_preset("transformer_abs", vocab_size=40, **TINY)), batches) is None
 
 
 def test_recipe_variant_runs_under_its_own_name(setup):
