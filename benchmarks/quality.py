@@ -437,6 +437,24 @@ def parse_extra_evals(items: Sequence[str]) -> dict[str, tuple[Path, Path]]:
     return out
 
 
+def dev_feature_batches(corpus: Corpus, model, tokenizer, batch_size: int = 64) -> list[dict]:
+    """The dev set as padded model inputs with the syntax features the model's config asks for
+    (parses from the corpus caches), for `parse_head_accuracy`."""
+    from hf_syntax_mt.data import DataCollatorForSyntaxSeq2Seq, SyntaxFeatureProcessor
+
+    recipe = corpus.recipe
+    annotator, target_annotator = corpus.annotators(model.config)
+    processor = SyntaxFeatureProcessor.from_config(
+        model.config, tokenizer, annotator, target_annotator=target_annotator,
+        max_source_length=recipe["max_source_length"], max_target_length=recipe["max_target_length"],
+        distance_source=recipe.get("distance_source", "auto"))
+    sources, targets = corpus.texts["dev"]
+    features = processor(sources, targets, return_tensors=None)
+    rows = [{k: v[i] for k, v in features.items()} for i in range(len(sources))]
+    collate = DataCollatorForSyntaxSeq2Seq(tokenizer)
+    return [collate(rows[i:i + batch_size]) for i in range(0, len(rows), batch_size)]
+
+
 def parse_head_accuracy(model, batches) -> Optional[dict]:
     """Dev accuracy (%) of the DBSA parse heads (SPEC §5), per side: the share of the subwords the parse
     loss scores whose argmax head is the parser's head projected to subwords; the decoder reads the
@@ -545,7 +563,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
                        if model.config.needs_parser_at_inference else None,
                        1, recipe["max_target_length"], recipe["max_source_length"])
     direct_greedy = score(greedy, corpus.texts["dev"][1], recipe["bleu_tokenize"])
-    parse_accuracy = parse_head_accuracy(model, trainer.get_eval_dataloader())
+    parse_accuracy = parse_head_accuracy(model, dev_feature_batches(corpus, model, tokenizer)) if (
+        model.config.dbsa_encoder_layer or model.config.dbsa_decoder_layer) else None
     prefix = result_path.with_suffix("")
     sets = {"dev": (corpus.paths["dev"][0], corpus.paths["dev"][1]), **parse_extra_evals(args.extra_eval)}
     evals = evaluate_sets(model, tokenizer, corpus, sets, prefix, recipe["final_num_beams"])
@@ -610,6 +629,8 @@ def evaluate_only(corpus: Corpus, checkpoint: Path, args) -> dict:
                     out["dev"] = value
                 else:
                     out.setdefault("extra", {})[name] = value
+            if model.config.dbsa_encoder_layer or model.config.dbsa_decoder_layer:
+                out["dev_parse_head_accuracy"] = parse_head_accuracy(model, dev_feature_batches(corpus, model, tokenizer))
             out.setdefault("evaluate_only_commands", []).append(args.command)
             result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         return evals
