@@ -563,6 +563,10 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
                        if model.config.needs_parser_at_inference else None,
                        1, recipe["max_target_length"], recipe["max_source_length"])
     direct_greedy = score(greedy, corpus.texts["dev"][1], recipe["bleu_tokenize"])
+    # The check above runs the model as the Trainer evaluated it: with `--bf16`/"bf16" accelerate wraps
+    # `forward` in bf16 autocast. The final decode runs it as users load it (fp32, no wrapper), the
+    # same as `--evaluate-only` on the saved run.
+    model = trainer.accelerator.unwrap_model(model, keep_fp32_wrapper=False)
     parse_accuracy = parse_head_accuracy(model, dev_feature_batches(corpus, model, tokenizer)) if (
         model.config.dbsa_encoder_layer or model.config.dbsa_decoder_layer) else None
     prefix = result_path.with_suffix("")

@@ -50,9 +50,16 @@ def setup(tmp_path_factory):
     return root, data, recipe_path, common
 
 
-def test_runner_trains_skips_and_scores_extra_sets(setup):
+def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch):
     root, data, recipe_path, common = setup
-    runs = quality.main(["run", *common, "--seeds", "1,2", "--max-steps", "4"])
+    runs = quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1,2", "--max-steps", "4"])
+    decoded_by = []  # the final decode of a bf16 run uses the plain model, not accelerate's autocast forward
+    evaluate_sets = quality.evaluate_sets
+    monkeypatch.setattr(quality, "evaluate_sets", lambda model, *a: decoded_by.append(model) or evaluate_sets(model, *a))
+    runs += quality.main(["run", *common, "--presets", COMBO, "--seeds", "1,2", "--max-steps", "4", "--bf16"])
+    monkeypatch.undo()
+    assert len(decoded_by) == 2 and all("_original_forward" not in m.__dict__ and m.forward.__func__ is type(m).forward
+                                        for m in decoded_by)
     assert [(r["preset"], r["seed"]) for r in runs] == [("transformer_abs", 1), ("transformer_abs", 2), (COMBO, 1), (COMBO, 2)]
     result_file = root / "results" / "synthetic.src-tgt" / COMBO / "seed1.json"
     saved = json.loads(result_file.read_text())
@@ -71,7 +78,8 @@ def test_runner_trains_skips_and_scores_extra_sets(setup):
     run_dir = Path(saved["run_dir"])
     assert (run_dir / "config.json").is_file() and not list(result_file.parent.glob("checkpoint-*"))
 
-    # restart: finished runs are skipped; a new extra set is scored without retraining
+    # restart: finished runs are skipped; a new extra set is scored without retraining, and evaluate-only
+    # decodes the saved model exactly as the run did (a bf16 run's final decode is fp32 like a user's load)
     result_file.write_text(json.dumps({k: v for k, v in saved.items() if k != "dev_parse_head_accuracy"}))
     mtime = result_file.stat().st_mtime_ns
     again = quality.main(["run", *common, "--presets", COMBO, "--seeds", "1", "--max-steps", "4",
@@ -83,6 +91,11 @@ def test_runner_trains_skips_and_scores_extra_sets(setup):
     # the same figures as right after training
     assert again[0]["dev_parse_head_accuracy"] == saved["dev_parse_head_accuracy"]
     assert not (run_dir / "checkpoint-6").exists()
+    # evaluate-only on the run dir re-decodes dev from the saved model: the same hypotheses
+    quality.main(["run", *common, "--evaluate-only", str(run_dir)])
+    redone = json.loads(result_file.read_text())
+    assert (REPO / redone["dev"]["hypotheses"]).read_text().splitlines() == hyps
+    assert redone["dev"]["bleu"] == saved["dev"]["bleu"] and redone["dev"]["chrf"] == saved["dev"]["chrf"]
 
     # an interrupted run (no result yet, checkpoints kept) resumes and records from where
     assert saved["resumed_from_step"] is None
