@@ -818,7 +818,8 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
                 continue
             tests[(p, base)] = paired_bootstrap(stats[p], stats[base], tokenize=tokenize)
     lines += [
-        f"Dev set: {dev_limit} sentences; beam {recipe['final_num_beams']}; BLEU (sacrebleu, tokenize={tokenize}) and chrF. "
+        f"Dev set: {dev_limit} sentences; beam {recipe['final_num_beams']}, the saved model in fp32; "
+        f"BLEU (sacrebleu, tokenize={tokenize}) and chrF. "
         f"Paired bootstrap: {BOOTSTRAP_SAMPLES} samples, p = share of samples where the preset does not beat the baseline "
         "(each system scored as the mean over its seeds).",
         "",
@@ -885,8 +886,9 @@ def learning_curve_lines(order: list[str], by_preset: dict) -> list[str]:
         return []
     means = {p: {e: float(np.mean(v)) for e, v in curves[p].items()} for p in order}
     best = {e: max(m[e] for m in means.values() if e in m) for e in epochs}
-    lines = ["", "Greedy dev BLEU at each evaluation during training (mean over seeds; bold: best preset at that "
-             "point; the run keeps the checkpoint with the best of its row):", "",
+    lines = ["", "Greedy dev BLEU at each evaluation during training, as the Trainer scored it (under bf16 autocast "
+             "when the run trains in bf16; mean over seeds; bold: best preset at that point; the run keeps the "
+             "checkpoint with the best of its row):", "",
              "| preset | " + " | ".join(f"epoch {e:g}" for e in epochs) + " |", "|---|" + "---|" * len(epochs)]
     for p in order:
         cells = [("**{:.2f}**" if means[p][e] == best[e] else "{:.2f}").format(means[p][e]) if e in means[p] else "–"
