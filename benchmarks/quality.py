@@ -52,7 +52,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -437,9 +437,9 @@ def parse_extra_evals(items: Sequence[str]) -> dict[str, tuple[Path, Path]]:
     return out
 
 
-def dev_feature_batches(corpus: Corpus, model, tokenizer, batch_size: int = 64) -> list[dict]:
+def dev_feature_batches(corpus: Corpus, model, tokenizer, batch_size: int = 64) -> Iterator[dict]:
     """The dev set as padded model inputs with the syntax features the model's config asks for
-    (parses from the corpus caches), for `parse_head_accuracy`."""
+    (parses from the corpus caches), for `parse_head_accuracy`; built when first iterated."""
     from hf_syntax_mt.data import DataCollatorForSyntaxSeq2Seq, SyntaxFeatureProcessor
 
     recipe = corpus.recipe
@@ -452,7 +452,8 @@ def dev_feature_batches(corpus: Corpus, model, tokenizer, batch_size: int = 64) 
     features = processor(sources, targets, return_tensors=None)
     rows = [{k: v[i] for k, v in features.items()} for i in range(len(sources))]
     collate = DataCollatorForSyntaxSeq2Seq(tokenizer)
-    return [collate(rows[i:i + batch_size]) for i in range(0, len(rows), batch_size)]
+    for i in range(0, len(rows), batch_size):
+        yield collate(rows[i:i + batch_size])
 
 
 def parse_head_accuracy(model, batches) -> Optional[dict]:
@@ -567,8 +568,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     # `forward` in bf16 autocast. The final decode runs it as users load it (fp32, no wrapper), the
     # same as `--evaluate-only` on the saved run.
     model = trainer.accelerator.unwrap_model(model, keep_fp32_wrapper=False)
-    parse_accuracy = parse_head_accuracy(model, dev_feature_batches(corpus, model, tokenizer)) if (
-        model.config.dbsa_encoder_layer or model.config.dbsa_decoder_layer) else None
+    parse_accuracy = parse_head_accuracy(model, dev_feature_batches(corpus, model, tokenizer))
     prefix = result_path.with_suffix("")
     sets = {"dev": (corpus.paths["dev"][0], corpus.paths["dev"][1]), **parse_extra_evals(args.extra_eval)}
     evals = evaluate_sets(model, tokenizer, corpus, sets, prefix, recipe["final_num_beams"])
@@ -633,8 +633,9 @@ def evaluate_only(corpus: Corpus, checkpoint: Path, args) -> dict:
                     out["dev"] = value
                 else:
                     out.setdefault("extra", {})[name] = value
-            if model.config.dbsa_encoder_layer or model.config.dbsa_decoder_layer:
-                out["dev_parse_head_accuracy"] = parse_head_accuracy(model, dev_feature_batches(corpus, model, tokenizer))
+            parse_accuracy = parse_head_accuracy(model, dev_feature_batches(corpus, model, tokenizer))
+            if parse_accuracy is not None:
+                out["dev_parse_head_accuracy"] = parse_accuracy
             out.setdefault("evaluate_only_commands", []).append(args.command)
             result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         return evals
