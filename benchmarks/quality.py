@@ -834,13 +834,15 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
         for base in (BASELINE, DEP_BASELINE):
             t = tests.get((p, base))
             cells += [f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]", f"{t['p_value']:.3f}"] if t else ["–", "–"]
-        resumed = "‡" if any(r.get("resumed_from_step") for r in rs) else ""
-        cells += [str(rs[0]["steps"]), f"{np.mean([r['train_runtime_seconds'] for r in rs]) / 3600:.2f}{resumed}",
-                  f"{np.mean([r['train_tokens_per_second'] for r in rs]):.0f}{resumed}"]
+        marks = ("§" if any(r.get("threads", 2) != 2 for r in rs) else "") + \
+            ("‡" if any(r.get("resumed_from_step") for r in rs) else "")
+        cells += [str(rs[0]["steps"]), f"{np.mean([r['train_runtime_seconds'] for r in rs]) / 3600:.2f}{marks}",
+                  f"{np.mean([r['train_tokens_per_second'] for r in rs]):.0f}{marks}"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Train h and tokens/s are wall-clock figures of a shared 2-core machine (other jobs ran at times); "
               "`benchmarks/speed.py` compares speed properly. ‡ resumed from a checkpoint: the figures cover "
-              "the last process only."]
+              "the last process only. § trained with a torch thread count other than 2 (`--threads`; 1 when two runs "
+              "shared the 2 cores, which gives ≈1.3× the throughput of one 2-thread run, each run slower)."]
     variants = recipe.get("variants", {})
     for p in (p for p in order if p in variants):
         changes = [f"{k}={v}" for part in ("model", "training") for k, v in variants[p].get(part, {}).items()]

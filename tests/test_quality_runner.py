@@ -56,8 +56,10 @@ def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch):
     decoded_by = []  # the final decode of a bf16 run uses the plain model, not accelerate's autocast forward
     evaluate_sets = quality.evaluate_sets
     monkeypatch.setattr(quality, "evaluate_sets", lambda model, *a: decoded_by.append(model) or evaluate_sets(model, *a))
-    runs += quality.main(["run", *common, "--presets", COMBO, "--seeds", "1,2", "--max-steps", "4", "--bf16"])
+    runs += quality.main(["run", *common, "--presets", COMBO, "--seeds", "1,2", "--max-steps", "4", "--bf16",
+                          "--threads", "1"])
     monkeypatch.undo()
+    assert [r["threads"] for r in runs] == [2, 2, 1, 1]
     assert len(decoded_by) == 2 and all("_original_forward" not in m.__dict__ and m.forward.__func__ is type(m).forward
                                         for m in decoded_by)
     assert [(r["preset"], r["seed"]) for r in runs] == [("transformer_abs", 1), ("transformer_abs", 2), (COMBO, 1), (COMBO, 2)]
@@ -133,6 +135,7 @@ def test_summary_writes_markdown_and_chart(setup):
     abs_resumed = any(json.loads(p.read_text()).get("resumed_from_step")
                       for p in (root / "results").glob("*/transformer_abs/seed*.json"))
     assert rows["transformer_abs"].endswith("‡ |") == abs_resumed and not rows[COMBO].endswith("‡ |")
+    assert "§" not in rows["transformer_abs"] and rows[COMBO].endswith("§ |")  # COMBO ran with --threads 1
     # learning curves: each cell is the mean over seeds of that evaluation's greedy BLEU in the run files
     all_lines = text.splitlines()
     at = next(i for i, line in enumerate(all_lines) if line.startswith("| preset | epoch "))
