@@ -103,17 +103,18 @@ def _build(system, size):
     return SyntaxMTForConditionalGeneration(config), config
 
 
-def _batch(config, batch_size, length, seed=0):
+def _batch(config, batch_size, length, seed=0, target_length=None):
+    """Random ids and syntax features: source `length`, target `target_length` (default `length`)."""
     import torch
 
     from hf_syntax_mt.synthetic import random_dependency_tree
 
     rng = random.Random(seed)
     generator = torch.Generator().manual_seed(seed)
-    words = length - 1
+    words, target_length = length - 1, target_length or length
     input_ids = torch.randint(3, config.vocab_size, (batch_size, length), generator=generator)
     input_ids[:, -1] = 1
-    labels = torch.randint(3, config.vocab_size, (batch_size, length), generator=generator)
+    labels = torch.randint(3, config.vocab_size, (batch_size, target_length), generator=generator)
     labels[:, -1] = 1
     batch = dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), labels=labels)
     if getattr(config, "needs_source_heads", False):
@@ -123,7 +124,8 @@ def _batch(config, batch_size, length, seed=0):
         distances[:, -2:] = 2000.0
         batch["source_distances"] = distances
     if getattr(config, "needs_target_heads", False):
-        batch["target_heads"] = torch.tensor([random_dependency_tree(words, rng) + [-100] for _ in range(batch_size)])
+        batch["target_heads"] = torch.tensor([random_dependency_tree(target_length - 1, rng) + [-100]
+                                              for _ in range(batch_size)])
     return batch
 
 

@@ -283,6 +283,7 @@ class SyntaxMTAttention(nn.Module):
 
     def __init__(self, config, num_heads, is_cross_attention=False, parse_head=False, layer_idx=None):
         super().__init__()
+        self.config = config
         self.embed_dim = config.d_model
         self.num_heads = num_heads
         self.head_dim = config.d_model // num_heads
@@ -316,10 +317,12 @@ class SyntaxMTAttention(nn.Module):
         need_weights=False,
     ):
         """
-        Without pair-id relation terms (Shaw, labeled), localized heads, parse head or `need_weights`,
-        this runs through fused `F.scaled_dot_product_attention`; bucket relation terms (relative
-        depth) ride along as extra q/k/v columns. Otherwise the explicit path adds q·w gathered per
-        pair id to the scores and the attention summed per id (scatter-add) times w^V to the output.
+        With `config._attn_implementation == "sdpa"` (the default) and no pair-id relation terms (Shaw,
+        labeled), localized heads, parse head or `need_weights`, this runs through fused
+        `F.scaled_dot_product_attention`; bucket relation terms (relative depth) ride along as extra
+        q/k/v columns. Otherwise (and always with `attn_implementation="eager"`, faster under CPU bf16
+        autocast) the explicit path adds q·w gathered per pair id to the scores and the attention
+        summed per id (scatter-add) times w^V to the output.
 
         Args:
             hidden_states: (B, q, d) queries (and keys/values for self-attention).
@@ -361,7 +364,8 @@ class SyntaxMTAttention(nn.Module):
         scaled_query = query * self.scaling
         extended_query, extended_key, extended_value = self._extend_with_buckets(scaled_query, key, value, bucket_terms)
 
-        if not (pair_terms or localized or self.parse_head or need_weights):
+        fused = self.config._attn_implementation == "sdpa"
+        if fused and not (pair_terms or localized or self.parse_head or need_weights):
             output = F.scaled_dot_product_attention(
                 extended_query, extended_key, extended_value, attn_mask=None if mask is None else ~mask,
                 dropout_p=self.dropout if self.training else 0.0, scale=1.0,
@@ -629,6 +633,7 @@ class SyntaxMTPreTrainedModel(PreTrainedModel):
     base_model_prefix = "model"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = False
+    _supports_sdpa = True  # "eager" runs every attention through the explicit path
     accepts_loss_kwargs = False  # the loss is a per-batch mean (token + parse terms)
     _no_split_modules = ["SyntaxMTEncoderLayer", "SyntaxMTDecoderLayer"]
 

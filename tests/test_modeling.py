@@ -505,3 +505,29 @@ def test_fused_attention_path_equals_the_explicit_one():
         explicit = model(**inputs, output_attentions=True)
     assert explicit.encoder_attentions is not None and explicit.cross_attentions[0].shape == (2, 4, 6, 9)
     assert torch.allclose(fused, explicit.logits, atol=1e-5)
+
+
+@pytest.mark.parametrize("preset", ["transformer_abs", "transformer_dep"])
+def test_eager_attn_implementation_skips_sdpa_with_the_same_output(preset, tmp_path, monkeypatch):
+    """`attn_implementation="eager"` (config or `from_pretrained`) runs every attention through the
+    explicit path — the fast one under CPU bf16 autocast; the default "sdpa" uses the fused kernel."""
+    torch.manual_seed(0)
+    model = SyntaxMTForConditionalGeneration(tiny_config(preset, init_std=0.3)).eval()
+    model.save_pretrained(tmp_path)
+    eager = SyntaxMTForConditionalGeneration.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    assert model.config._attn_implementation == "sdpa" and eager.config._attn_implementation == "eager"
+    batch = random_batch([9, 5], seed=18)
+    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                  decoder_input_ids=torch.randint(3, 40, (2, 6)), **syntax_kwargs(model.config, batch))
+    fused_calls = []
+    sdpa = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **k: fused_calls.append(1) or sdpa(*a, **k))
+    with torch.no_grad():
+        fused = model(**inputs).logits
+        calls_fused = len(fused_calls)
+        explicit = eager(**inputs).logits
+    assert calls_fused == model.config.encoder_layers + 2 * model.config.decoder_layers  # self + cross
+    assert len(fused_calls) == calls_fused
+    assert torch.allclose(fused, explicit, atol=1e-5)
+    eager_config = tiny_config(preset, attn_implementation="eager")
+    assert SyntaxMTForConditionalGeneration(eager_config).config._attn_implementation == "eager"
