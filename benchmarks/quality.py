@@ -66,7 +66,7 @@ from hf_syntax_mt.syntax import (  # noqa: E402
 
 logger = logging.getLogger("quality")
 
-DEFAULT_RUNS = Path(os.environ.get("HF_SYNTAX_MT_RUNS", "/work/runs/quality"))
+DEFAULT_RUNS = Path(os.environ.get("HF_SYNTAX_MT_RUNS", REPO / "runs" / "quality"))  # gitignored
 DEFAULT_RESULTS = REPO / "benchmarks" / "results"
 RESULTS_MD = REPO / "model_cards" / "RESULTS.md"
 BOOTSTRAP_SAMPLES = 1000
