@@ -112,6 +112,15 @@ def run_settings(recipe: dict, name: str) -> tuple[str, dict, dict]:
             {**recipe["training"], **variant.get("training", {})})
 
 
+def same_change_baseline(variants: dict, name: str) -> Optional[str]:
+    """The variant of `transformer_abs` with exactly the model and training changes of variant `name`."""
+    def changes(variant):
+        return variant.get("model", {}), variant.get("training", {})
+
+    return next((other for other, v in variants.items() if v["preset"] == BASELINE and other != name
+                 and changes(v) == changes(variants[name])), None)
+
+
 def resolve(recipe: dict, p: str) -> Path:
     p = Path(p)
     return p if p.is_absolute() else Path(recipe["_base"]) / p
@@ -847,6 +856,11 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     for p in (p for p in order if p in variants):
         changes = [f"{k}={v}" for part in ("model", "training") for k, v in variants[p].get(part, {}).items()]
         lines += ["", f"Variant `{p}`: `{variants[p]['preset']}` with {', '.join(changes) or 'no changes'} (recipe `variants`)."]
+        base = same_change_baseline(variants, p)
+        if base in stats:
+            t = paired_bootstrap(stats[p], stats[base], tokenize=tokenize)
+            lines.append(f"Against `{base}` (the baseline with the same changes): {t['delta']:+.2f} "
+                         f"[{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p = {t['p_value']:.3f}.")
     lines += learning_curve_lines(order, by_preset)
     parsing = [p for p in order if any(r.get("dev_parse_head_accuracy") for r in by_preset[p])]
     if parsing:

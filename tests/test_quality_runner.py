@@ -42,6 +42,8 @@ def setup(tmp_path_factory):
         "presets": ["transformer_abs", COMBO],
         "grid": [{"presets": ["transformer_abs", COMBO], "seeds": [1, 2]}, {"presets": ["transformer_abs"], "seeds": [3]}],
         "variants": {"transformer_abs@wide": {"preset": "transformer_abs", "model": {"encoder_ffn_dim": 96},
+                                              "training": {"learning_rate": 1e-3}},
+                     "transformer_rel@wide": {"preset": "transformer_rel", "model": {"encoder_ffn_dim": 96},
                                               "training": {"learning_rate": 1e-3}}},
     }
     recipe_path = root / "recipe.json"
@@ -222,6 +224,13 @@ def test_recipe_variant_runs_under_its_own_name(setup):
     text = quality.main(["summary", *common, "--output", str(output)])
     assert "| transformer_abs@wide | 1 |" in text
     assert "Variant `transformer_abs@wide`: `transformer_abs` with encoder_ffn_dim=96, learning_rate=0.001" in text
+    assert "Against `" not in text  # no other variant with the same changes has run yet
+    (rel,) = quality.main(["run", *common, "--presets", "transformer_rel@wide", "--seeds", "1", "--max-steps", "2"])
+    text = quality.main(["summary", *common, "--output", str(output)])
+    (line,) = [line for line in text.splitlines() if line.startswith("Against `")]
+    assert line.startswith("Against `transformer_abs@wide` (the baseline with the same changes): ")
+    delta = float(line.split(": ")[1].split(" ")[0])
+    assert delta == pytest.approx(rel["dev"]["bleu"] - run["dev"]["bleu"], abs=0.011)  # full-set BLEU difference
 
 
 @pytest.mark.parametrize("variants, message", [
