@@ -637,6 +637,11 @@ class SyntaxMTPreTrainedModel(PreTrainedModel):
     accepts_loss_kwargs = False  # the loss is a per-batch mean (token + parse terms)
     _no_split_modules = ["SyntaxMTEncoderLayer", "SyntaxMTDecoderLayer"]
 
+    @classmethod
+    def _can_set_attn_implementation(cls) -> bool:
+        """`set_attn_implementation("eager" | "sdpa")` works: attention reads the config at every call."""
+        return True
+
     @torch.no_grad()
     def _init_weights(self, module):
         super()._init_weights(module)

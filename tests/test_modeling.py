@@ -529,5 +529,9 @@ def test_eager_attn_implementation_skips_sdpa_with_the_same_output(preset, tmp_p
     assert calls_fused == model.config.encoder_layers + 2 * model.config.decoder_layers  # self + cross
     assert len(fused_calls) == calls_fused
     assert torch.allclose(fused, explicit, atol=1e-5)
+    model.set_attn_implementation("eager")  # switching a loaded model takes effect at the next call
+    with torch.no_grad():
+        switched = model(**inputs).logits
+    assert len(fused_calls) == calls_fused and torch.equal(switched, explicit)
     eager_config = tiny_config(preset, attn_implementation="eager")
     assert SyntaxMTForConditionalGeneration(eager_config).config._attn_implementation == "eager"
