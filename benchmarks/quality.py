@@ -819,19 +819,26 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     for r in runs:
         by_preset.setdefault(r["preset"], []).append(r)
     order = [p for p in recipe.get("presets", []) if p in by_preset] + sorted(set(by_preset) - set(recipe.get("presets", [])))
-    stats = {p: [bleu_statistics(read_lines(REPO / r["dev"]["hypotheses"]), refs, tokenize)
-                 for r in sorted(by_preset[p], key=lambda r: r["seed"])] for p in order}
+    stats = {p: {r["seed"]: bleu_statistics(read_lines(REPO / r["dev"]["hypotheses"]), refs, tokenize)
+                 for r in by_preset[p]} for p in order}
+
+    def compare(system, base):
+        """Paired bootstrap of `system` against `base` on the seeds both have run (None if there are none)."""
+        seeds = sorted(set(stats[system]) & set(stats.get(base, {})))
+        if not seeds:
+            return None
+        return paired_bootstrap([stats[system][s] for s in seeds], [stats[base][s] for s in seeds], tokenize=tokenize)
+
     tests = {}
     for p in order:
         for base in (BASELINE, DEP_BASELINE):
-            if p == base or base not in stats or (base == DEP_BASELINE and "dep" not in p):
-                continue
-            tests[(p, base)] = paired_bootstrap(stats[p], stats[base], tokenize=tokenize)
+            if p != base and not (base == DEP_BASELINE and "dep" not in p):
+                tests[(p, base)] = compare(p, base)
     lines += [
         f"Dev set: {dev_limit} sentences; beam {recipe['final_num_beams']}, the saved model in fp32; "
         f"BLEU (sacrebleu, tokenize={tokenize}) and chrF. "
-        f"Paired bootstrap: {BOOTSTRAP_SAMPLES} samples, p = share of samples where the preset does not beat the baseline "
-        "(each system scored as the mean over its seeds).",
+        f"Paired bootstrap: {BOOTSTRAP_SAMPLES} samples, p = share of samples where the preset does not beat the baseline, "
+        "on the seeds both have run (each system scored as the mean over those seeds).",
         "",
         "| preset | seeds | dev BLEU | dev chrF | Δ vs abs [95% CI] | p vs abs | Δ vs rel [95% CI] | p vs rel | steps | train h | tokens/s |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -857,8 +864,8 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
         changes = [f"{k}={v}" for part in ("model", "training") for k, v in variants[p].get(part, {}).items()]
         lines += ["", f"Variant `{p}`: `{variants[p]['preset']}` with {', '.join(changes) or 'no changes'} (recipe `variants`)."]
         base = same_change_baseline(variants, p)
-        if base in stats:
-            t = paired_bootstrap(stats[p], stats[base], tokenize=tokenize)
+        t = compare(p, base) if base else None
+        if t:
             lines.append(f"Against `{base}` (the baseline with the same changes): {t['delta']:+.2f} "
                          f"[{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p = {t['p_value']:.3f}.")
     lines += learning_curve_lines(order, by_preset)

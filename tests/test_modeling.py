@@ -533,5 +533,14 @@ def test_eager_attn_implementation_skips_sdpa_with_the_same_output(preset, tmp_p
     with torch.no_grad():
         switched = model(**inputs).logits
     assert len(fused_calls) == calls_fused and torch.equal(switched, explicit)
+    gradients = []  # training (no dropout): the same loss and gradients through either path
+    for implementation in ("sdpa", "eager"):
+        torch.manual_seed(0)
+        config = tiny_config(preset, init_std=0.3, attn_implementation=implementation, attention_dropout=0.0,
+                             dropout=0.0, activation_dropout=0.0)
+        trained = SyntaxMTForConditionalGeneration(config).train()
+        trained(**inputs, labels=inputs["decoder_input_ids"]).loss.backward()
+        gradients.append(torch.cat([p.grad.flatten() for p in trained.parameters() if p.grad is not None]))
+    assert torch.allclose(gradients[0], gradients[1], atol=1e-5)
     eager_config = tiny_config(preset, attn_implementation="eager")
     assert SyntaxMTForConditionalGeneration(eager_config).config._attn_implementation == "eager"

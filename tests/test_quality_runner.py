@@ -156,6 +156,33 @@ def test_summary_writes_markdown_and_chart(setup):
     assert output.read_text().count("<!-- quality:begin -->") == 1
 
 
+def test_comparisons_use_the_seeds_both_presets_have(setup):
+    """With abs on seeds 1-3 and COMBO on 1-2, COMBO's Δ vs abs is the paired bootstrap on seeds 1-2 only."""
+    root, data, recipe_path, common = setup
+    quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1,2", "--max-steps", "4"])  # if not yet
+    results = root / "results" / "synthetic.src-tgt"
+    # a seed-3 abs result whose hypotheses are the references: counting it would move abs's mean a lot
+    seed3 = json.loads((results / "transformer_abs" / "seed1.json").read_text())
+    perfect = results / "transformer_abs" / "seed3.dev.beam2.txt"
+    perfect.write_text((data / "dev.tgt").read_text())
+    seed3.update(seed=3, dev={**seed3["dev"], "hypotheses": str(perfect)})
+    (results / "transformer_abs" / "seed3.json").write_text(json.dumps(seed3))
+    text = quality.main(["summary", *common, "--output", str(root / "cards" / "RESULTS.md")])
+    (row,) = [line for line in text.splitlines() if line.startswith(f"| {COMBO} | 1,2 |")]
+    assert any(line.startswith("| transformer_abs | 1,2,3 |") for line in text.splitlines())
+    refs = quality.read_lines(data / "dev.tgt")
+
+    def statistics(preset, seed):
+        result = json.loads((results / preset / f"seed{seed}.json").read_text())
+        return quality.bleu_statistics(quality.read_lines(quality.REPO / result["dev"]["hypotheses"]), refs, "13a")
+
+    def cell(seeds_abs):
+        t = quality.paired_bootstrap([statistics(COMBO, s) for s in (1, 2)], [statistics("transformer_abs", s) for s in seeds_abs])
+        return f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]"
+
+    assert row.split(" | ")[4] == cell((1, 2)) != cell((1, 2, 3))
+
+
 def test_parse_head_accuracy_matches_predict_heads_per_sentence():
     """Batched accuracy from the parse logits == a naive count over `predict_heads`, one sentence at a time."""
     import torch
