@@ -14,7 +14,6 @@ import statistics
 import torch
 
 import speed
-from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
 
 
 def main():
@@ -25,17 +24,9 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     for preset in args.presets:
-        steps = {}
-        for mode in ("fp32", "bf16", "bf16-eager"):
-            attn_implementation = "eager" if mode == "bf16-eager" else "sdpa"
-            config = SyntaxMTConfig.from_preset(preset, **speed.SIZE, attn_implementation=attn_implementation)
-            torch.manual_seed(0)
-            model = SyntaxMTForConditionalGeneration(config).train()
-            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-            batch = speed._batch(config, 64, 16, target_length=14)
-            step = speed._training_step(model, optimizer, batch, bf16=mode.startswith("bf16"))
-            step()  # warm-up
-            steps[mode] = step
+        steps = {mode: speed.recipe_training_step(preset, bf16=mode != "fp32",
+                                                  attn_implementation="eager" if mode == "bf16-eager" else "sdpa")
+                 for mode in ("fp32", "bf16", "bf16-eager")}
         times = speed._interleaved(steps, args.rounds)
         print(f"{preset}: " + ", ".join(f"{mode} {statistics.median(times[mode]) * 1000:.0f} ms" for mode in steps)
               + f", fp32/bf16 {speed._median_ratio(times['fp32'], times['bf16']):.2f}"

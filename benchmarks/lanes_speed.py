@@ -23,16 +23,10 @@ def worker(preset, threads, steps):
     import torch
 
     import speed
-    from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
 
     torch.set_num_threads(threads)
-    config = SyntaxMTConfig.from_preset(preset, **speed.SIZE)
-    torch.manual_seed(0)
-    model = SyntaxMTForConditionalGeneration(config).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    batch = speed._batch(config, 64, 16, target_length=14)
-    step = speed._training_step(model, optimizer, batch, bf16=True)
-    for _ in range(3):
+    step = speed.recipe_training_step(preset, bf16=True)
+    for _ in range(2):
         step()
     start = time.perf_counter()
     for _ in range(steps):

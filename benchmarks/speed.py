@@ -129,6 +129,22 @@ def _batch(config, batch_size, length, seed=0, target_length=None):
     return batch
 
 
+def recipe_training_step(preset, bf16, attn_implementation="sdpa"):
+    """One AdamW step of `preset` at the recipe size (SIZE) on a typical ja–en batch: 64 sentences,
+    source 16 / target 14 subwords; warmed up once, ready to time."""
+    import torch
+
+    from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
+
+    config = SyntaxMTConfig.from_preset(preset, **SIZE, attn_implementation=attn_implementation)
+    torch.manual_seed(0)
+    model = SyntaxMTForConditionalGeneration(config).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    step = _training_step(model, optimizer, _batch(config, 64, 16, target_length=14), bf16=bf16)
+    step()
+    return step
+
+
 def _training_step(model, optimizer, batch, bf16=False):
     import torch
 
