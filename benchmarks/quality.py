@@ -864,7 +864,7 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
         changes = [f"{k}={v}" for part in ("model", "training") for k, v in variants[p].get(part, {}).items()]
         lines += ["", f"Variant `{p}`: `{variants[p]['preset']}` with {', '.join(changes) or 'no changes'} (recipe `variants`)."]
         base = same_change_baseline(variants, p)
-        t = compare(p, base) if base else None
+        t = compare(p, base)
         if t:
             lines.append(f"Against `{base}` (the baseline with the same changes): {t['delta']:+.2f} "
                          f"[{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p = {t['p_value']:.3f}.")

@@ -134,11 +134,9 @@ def recipe_training_step(preset, bf16, attn_implementation="sdpa"):
     source 16 / target 14 subwords; warmed up once, ready to time."""
     import torch
 
-    from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
-
-    config = SyntaxMTConfig.from_preset(preset, **SIZE, attn_implementation=attn_implementation)
     torch.manual_seed(0)
-    model = SyntaxMTForConditionalGeneration(config).train()
+    model, config = _build(preset, {**SIZE, "attn_implementation": attn_implementation})
+    model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     step = _training_step(model, optimizer, _batch(config, 64, 16, target_length=14), bf16=bf16)
     step()
