@@ -82,8 +82,15 @@ class SyntaxFeatureProcessor:
 
     def _annotations(self, texts, annotations, annotator, side: str) -> list[Annotation]:
         if annotations is not None:
-            if texts is not None and len(texts) != len(annotations):
-                raise ValueError(f"{len(texts)} {side} texts but {len(annotations)} {side} annotations")
+            if texts is not None:
+                if len(texts) != len(annotations):
+                    raise ValueError(f"{len(texts)} {side} texts but {len(annotations)} {side} annotations")
+                for i, (text, annotation) in enumerate(zip(texts, annotations)):
+                    if "".join(text.split()) != "".join(annotation.text.split()):
+                        raise ValueError(
+                            f"{side} annotation {i} is of the text {annotation.text!r}, not of {text!r} "
+                            "(annotations must be in the order of the texts)"
+                        )
             return list(annotations)
         if annotator is None:
             raise ValueError(f"{side} syntax features are needed but no {side} annotator (parser) was given")

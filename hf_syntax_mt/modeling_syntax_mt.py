@@ -43,11 +43,12 @@ def relative_position_ids(query_length, key_length, max_relative_position, past_
     return offsets.clamp(-max_relative_position, max_relative_position) + max_relative_position
 
 
-def _walk_to_roots(source_heads):
+def _walk_to_roots(source_heads, name="source_heads"):
     """Follow heads up to the roots of a batch of forests.
 
     Args:
         source_heads: LongTensor (B, n); head index in the row, root -> itself, -100 outside the tree.
+        name: the feature's name in error messages.
     Returns:
         depth (B, n): depth(root) = 0, depth(child) = depth(head) + 1 (0 outside the tree);
         ancestor_distance (B, n, n): s > 0 where token j is the s-th ancestor of token i, else 0;
@@ -59,12 +60,10 @@ def _walk_to_roots(source_heads):
     in_tree = source_heads != IGNORE_INDEX
     if ((source_heads < 0) & in_tree).any() or (source_heads >= length).any():
         bad = source_heads[((source_heads < 0) & in_tree) | (source_heads >= length)][0].item()
-        raise ValueError(
-            f"source_heads contains {bad}: a head must be an index in the same row (0..{length - 1}) or -100"
-        )
+        raise ValueError(f"{name} contains {bad}: a head must be an index in the same row (0..{length - 1}) or -100")
     heads = torch.where(in_tree, source_heads, positions)
     if (in_tree & ~in_tree.gather(1, heads)).any():
-        raise ValueError("source_heads: a token in the tree points to a head outside the tree (-100)")
+        raise ValueError(f"{name}: a token in the tree points to a head outside the tree (-100)")
     depth = torch.zeros_like(heads)
     ancestor_distance = heads.new_zeros(batch_size, length, length + 1)
     current = positions
@@ -78,7 +77,7 @@ def _walk_to_roots(source_heads):
         current = parent
     else:
         if (heads.gather(1, current) != current).any():
-            raise ValueError("source_heads contains a cycle: some token never reaches a root")
+            raise ValueError(f"{name} contains a cycle: some token never reaches a root")
     return depth, ancestor_distance[..., :length], current, in_tree
 
 
@@ -177,7 +176,8 @@ def localized_attention_log_mask(source_distances, tau):
 
 
 def sinusoidal_positions(positions, dim):
-    """Vaswani et al.: PE(p, 2i) = sin(p / 10000^{2i/d}), PE(p, 2i+1) = cos(...) (halves concatenated)."""
+    """Vaswani et al.'s sinusoids with the sines and cosines in two halves instead of interleaved:
+    PE(p, i) = sin(p / 10000^{i/h}), PE(p, h + i) = cos(p / 10000^{i/h}), h = d/2, i < h."""
     half = dim // 2
     frequencies = torch.exp(-math.log(10000.0) * torch.arange(half, device=positions.device) / half)
     angles = positions.float()[:, None] * frequencies[None, :]
@@ -654,9 +654,14 @@ class SyntaxMTPreTrainedModel(PreTrainedModel):
             init.zeros_(module.parse_key_bias)
 
 
-def _check_features(name, tensor, input_ids):
-    if tensor.shape != input_ids.shape:
-        raise ValueError(f"{name} has shape {tuple(tensor.shape)} but input_ids has shape {tuple(input_ids.shape)}")
+def _check_features(name, tensor, reference, reference_name="input_ids"):
+    """Shape of a syntax feature against its tokens; integer heads, finite distances."""
+    if tensor.shape != reference.shape:
+        raise ValueError(f"{name} has shape {tuple(tensor.shape)} but {reference_name} has shape {tuple(reference.shape)}")
+    if name.endswith("heads") and (tensor.is_floating_point() or tensor.is_complex()):
+        raise ValueError(f"{name} must hold integer head indices, not {tensor.dtype}")
+    if name.endswith("distances") and not torch.isfinite(tensor).all():
+        raise ValueError(f"{name} contains NaN or infinite values")
 
 
 class SyntaxMTStack(SyntaxMTPreTrainedModel):
@@ -707,6 +712,8 @@ class SyntaxMTEncoder(SyntaxMTStack):
         config = self.config
         hidden_states = self.embed(input_ids, inputs_embeds)
         batch_size, length = hidden_states.shape[:2]
+        if length == 0:
+            raise ValueError("the source is empty: input_ids has length 0 (every sentence needs at least one token)")
         reference = input_ids if input_ids is not None else hidden_states[..., 0]
         if attention_mask is None:
             attention_mask = torch.ones(batch_size, length, dtype=torch.long, device=hidden_states.device)
@@ -983,10 +990,8 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
                 encoder_parse_loss = _parse_loss(outputs.encoder_parse_logits, gold)
                 loss = loss + config.dbsa_encoder_loss_weight * encoder_parse_loss
             if outputs.decoder_parse_logits is not None and target_heads is not None:
-                if target_heads.shape != labels.shape:
-                    raise ValueError(
-                        f"target_heads has shape {tuple(target_heads.shape)} but labels has shape {tuple(labels.shape)}"
-                    )
+                _check_features("target_heads", target_heads, labels, "labels")
+                _walk_to_roots(target_heads, "target_heads")
                 decoder_parse_loss = _parse_loss(outputs.decoder_parse_logits, shift_target_heads_right(target_heads))
                 loss = loss + config.dbsa_decoder_loss_weight * decoder_parse_loss
 
@@ -1014,7 +1019,8 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
         Returns a dict with `source_heads` (B, n) from the encoder parse head, and, when the decoder
         has a parse head and a target is given (`labels`, or `decoder_input_ids` from `generate`),
         `target_heads` indexing the target row (token t = decoder position t + 1; -100 where the
-        predicted head is the start token). Padding positions are -100.
+        predicted head is the start token). Padding positions are -100. Runs in eval mode (no
+        dropout) and restores the model's mode.
         """
         if not (self.config.dbsa_encoder_layer or self.config.dbsa_decoder_layer):
             raise ValueError("predict_heads needs a model with a DBSA parse head (dbsa_encoder_layer/dbsa_decoder_layer)")
@@ -1025,13 +1031,18 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
             decoder_input_ids = torch.cat([start, labels.masked_fill(labels == IGNORE_INDEX, self.config.pad_token_id)], 1)
         if decoder_input_ids is None:
             decoder_input_ids = start
-        outputs = self(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            decoder_input_ids=decoder_input_ids,
-            use_cache=False,
-            **syntax_features,
-        )
+        was_training = self.training
+        self.eval()  # deterministic: no dropout
+        try:
+            outputs = self(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                decoder_input_ids=decoder_input_ids,
+                use_cache=False,
+                **syntax_features,
+            )
+        finally:
+            self.train(was_training)
         result = {}
         if outputs.encoder_parse_logits is not None:
             result["source_heads"] = outputs.encoder_parse_logits.argmax(-1).masked_fill(attention_mask == 0, IGNORE_INDEX)

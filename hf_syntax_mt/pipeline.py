@@ -10,7 +10,7 @@ models need none) — or with an `annotator` / pre-parsed `annotations` passed i
 with `SyntaxFeatureProcessor` (the same path as training), `generate`, decode.
 
 Bad lines are reported and skipped, never fatal for the batch: an empty (or whitespace-only)
-line, or a line the parser cannot handle (e.g. a text missing from a `PreParsedAnnotator`), gives
+line, a line longer than the model allows (`config.max_position_embeddings` tokens), or a line the parser cannot handle (e.g. a text missing from a `PreParsedAnnotator`), gives
 `{"translation_text": "", "error": "..."}` and a logged warning with its line number (0-based index
 in the call's input). A parser that is not installed raises `ImportError` naming the pip package
 when the pipeline is built; a model directory without a tokenizer raises `ValueError`.
@@ -105,6 +105,11 @@ class SyntaxTranslationPipeline(Pipeline):
             if not text.strip():
                 errors[i] = "empty input line"
         keep = [i for i in range(len(texts)) if i not in errors]
+        limit = self.model.config.max_position_embeddings
+        for i, ids in zip(keep, self.tokenizer([texts[i] for i in keep])["input_ids"] if keep else []):
+            if len(ids) > limit:
+                errors[i] = f"{len(ids)} tokens, more than the model allows (max_position_embeddings={limit})"
+        keep = [i for i in keep if i not in errors]
         if self.needs_parser and annotations is None:
             if self.annotator is None:
                 raise ValueError(

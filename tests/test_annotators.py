@@ -188,8 +188,13 @@ def test_bad_conllu_trees(heads, message):
 
 
 def test_constituency_tree_must_match_words():
-    with pytest.raises(ValueError, match="2 leaves but the sentence has 3 words"):
-        read_conllu(SHE_SLEPT, trees=["(S (NP She) (VP slept))"])[0].word_distances()
+    with pytest.raises(ValueError, match="sentence 1: constituency tree of sentence 0 has 2 leaves but the sentence has 3 words"):
+        read_conllu(SHE_SLEPT, trees=["(S (NP She) (VP slept))"])
+
+
+def test_conllu_block_without_words_is_an_error():
+    with pytest.raises(ValueError, match="sentence s9 has no word lines"):
+        read_conllu("# sent_id = s9\n# text = hello\n\n" + SHE_SLEPT)
 
 
 def test_empty_and_whitespace_texts_are_not_parsed():

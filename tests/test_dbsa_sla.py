@@ -233,9 +233,35 @@ def test_predict_heads_on_generated_target():
     assert ((target == -100) | (target <= positions)).all()  # causal: never a future head
 
 
+def test_predict_heads_runs_without_dropout_and_restores_the_mode():
+    torch.manual_seed(0)
+    model = SyntaxMTForConditionalGeneration(tiny_config("transformer_dbsa", dropout=0.3, init_std=0.3)).train()
+    batch = random_batch([7, 5], seed=15)
+    first = model.predict_heads(batch["input_ids"], batch["attention_mask"], labels=torch.tensor([[5, 6, 7, 1]] * 2))
+    second = model.predict_heads(batch["input_ids"], batch["attention_mask"], labels=torch.tensor([[5, 6, 7, 1]] * 2))
+    assert model.training
+    assert all(torch.equal(first[name], second[name]) for name in ("source_heads", "target_heads"))
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad input
 # ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "target_heads, message",
+    [
+        ([1, 9, 1, -100], "target_heads contains 9"),
+        ([1, -1, 1, -100], "target_heads contains -1"),
+        ([2, 0, 1, -100], "target_heads contains a cycle"),
+        ([1.0, 1.0, 1.0, -100.0], "target_heads must hold integer head indices"),
+    ],
+)
+def test_bad_target_heads_are_refused(target_heads, message):
+    model = SyntaxMTForConditionalGeneration(tiny_config("transformer_dbsa_dec")).train()
+    batch = random_batch([5], seed=16)
+    with pytest.raises(ValueError, match=message):
+        model(input_ids=batch["input_ids"], labels=torch.tensor([[5, 6, 7, 1]]), target_heads=torch.tensor([target_heads]))
 
 
 def test_sla_without_source_distances_is_refused():

@@ -454,6 +454,18 @@ def test_source_heads_shape_mismatch_and_out_of_range_heads():
         model(input_ids=ids, source_heads=torch.tensor([[1, 0, 1, -100]]), decoder_input_ids=start)
 
 
+def test_empty_source_float_heads_and_nan_distances_are_refused():
+    start = torch.zeros(1, 1, dtype=torch.long)
+    model = SyntaxMTForConditionalGeneration(tiny_config("transformer_dep")).eval()
+    with pytest.raises(ValueError, match="the source is empty"):
+        model(input_ids=torch.zeros(1, 0, dtype=torch.long), source_heads=torch.zeros(1, 0, dtype=torch.long), decoder_input_ids=start)
+    with pytest.raises(ValueError, match="source_heads must hold integer head indices"):
+        model(input_ids=torch.tensor([[5, 6, 1]]), source_heads=torch.tensor([[1.0, 1.0, -100.0]]), decoder_input_ids=start)
+    sla = SyntaxMTForConditionalGeneration(tiny_config("transformer_sla")).eval()
+    with pytest.raises(ValueError, match="source_distances contains NaN"):
+        sla(input_ids=torch.tensor([[5, 6, 1]]), source_distances=torch.tensor([[1.0, float("nan"), 2000.0]]), decoder_input_ids=start)
+
+
 def test_invalid_configs_are_refused():
     with pytest.raises(ValueError, match="dependency_relations"):
         tiny_config(dependency_relations="tree")

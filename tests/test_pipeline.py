@@ -69,6 +69,28 @@ def test_bad_lines_are_reported_and_skipped(dev, caplog):
     assert "line 1: empty input line" in caplog.text and "line 2: could not parse" in caplog.text
 
 
+def test_line_longer_than_the_model_allows_is_reported(dev):
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    model.config.max_position_embeddings = max(len(tokenizer(s)["input_ids"]) for s in sources[:2])
+    long_line = " ".join(sources[:4])
+    assert len(tokenizer(long_line)["input_ids"]) > model.config.max_position_embeddings
+    translate = pipeline("syntax-translation", model=model, tokenizer=tokenizer, annotator=PreParsedAnnotator(annotations))
+    outputs = translate([sources[0], long_line, sources[1]], max_new_tokens=6)
+    assert [bool(o["translation_text"]) for o in outputs] == [True, False, True]
+    assert f"max_position_embeddings={model.config.max_position_embeddings}" in outputs[1]["error"]
+
+
+def test_annotations_of_other_sentences_are_rejected(dev):
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    translate = pipeline("syntax-translation", model=str(out))
+    with pytest.raises(ValueError, match="annotation 0 is of the text .* not of"):
+        translate(sources[:2], annotations=[annotations[1], annotations[0]], max_new_tokens=6)
+
+
 def test_dbsa_only_model_needs_no_parser(dev):
     sources, _ = dev
     out, _ = trained_model("transformer_dbsa")

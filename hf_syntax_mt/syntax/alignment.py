@@ -92,8 +92,9 @@ def token_features(
     ``heads``: subword-level heads (``project_heads_to_subwords``; special tokens -100).
     ``distances``: the gap after each token (``fill_subword_distances``; word-level distances
     from ``annotation.word_distances(distance_source)``).
-    Truncated inputs need nothing special: words without tokens are skipped by the projection
-    and the last kept token is followed by a special token or the end, hence a large gap.
+    Truncation: words without tokens are skipped by the projection (a kept word whose root was cut
+    off becomes the root of its own subtree, so a truncated sentence can become a forest), and the
+    last kept token is followed by a special token or the end, hence a large gap.
     """
     word_ids = align_tokens_to_words(annotation, offsets, special_tokens_mask)
     out = {}

@@ -68,6 +68,12 @@ class Annotation:
             self.trees = [t if isinstance(t, str) else tree_to_bracketed(t) for t in self.trees]
             if len(self.trees) != self.num_sentences:
                 raise ValueError(f"{len(self.trees)} constituency trees for {self.num_sentences} sentences")
+            for s, tree in enumerate(self.trees):
+                n_words, n_leaves = self.sentence_ids.count(s), len(tree_leaves(tree))
+                if n_leaves != n_words:
+                    raise ValueError(
+                        f"constituency tree of sentence {s} has {n_leaves} leaves but the sentence has {n_words} words"
+                    )
 
     @property
     def num_sentences(self) -> int:
@@ -92,12 +98,6 @@ class Annotation:
             while end < len(self.words) and self.sentence_ids[end] == s:
                 end += 1
             if use_trees:
-                n_leaves = len(tree_leaves(self.trees[s]))
-                if n_leaves != end - start:
-                    raise ValueError(
-                        f"constituency tree of sentence {s} has {n_leaves} leaves but the sentence has "
-                        f"{end - start} words"
-                    )
                 dist = syntactic_distance(self.trees[s])
             else:
                 dist = dependency_to_distance([h - start for h in self.heads[start:end]])
@@ -298,6 +298,8 @@ def read_conllu(source: Union[str, Path], trees: Optional[Sequence] = None) -> l
                 tokens[-1][2].append(word)
             else:
                 tokens.append((form, space_after, [word]))
+        if not tokens:
+            raise ValueError(f"CoNLL-U sentence {sent_id} has no word lines")
         if text is None:
             text = "".join(form + (" " if sp else "") for form, sp, _ in tokens).rstrip()
         token_spans = locate_words(text, [form for form, _, _ in tokens])
