@@ -5,6 +5,9 @@ systems of the papers are named presets (`PRESETS`, `SyntaxMTConfig.from_preset`
 This file must stay free of parser imports: it is copied next to saved models for remote code.
 """
 
+import difflib
+import inspect
+
 from transformers import PretrainedConfig
 
 DEPENDENCY_SCHEMES = (None, "depth", "labeled")
@@ -238,6 +241,13 @@ class SyntaxMTConfig(PretrainedConfig):
         """Build the config of a named system; `name` may join presets with '+' (e.g.
         "transformer_dep_rel+transformer_dbsa+transformer_sla"). DBSA layers beyond the model's
         depth are placed on its last layer unless given explicitly."""
+        known = set(inspect.signature(cls.__init__).parameters) | set(inspect.signature(PretrainedConfig.__init__).parameters)
+        known = (known | {"attn_implementation"}) - {"self", "kwargs", "preset"}
+        for key in overrides:
+            if key not in known:
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"unknown config setting {key!r}{hint}")
         settings = {}
         for part in name.split("+"):
             if part not in PRESETS:

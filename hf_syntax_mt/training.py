@@ -29,10 +29,12 @@ is continuous at W: the schedule of Vaswani et al. / fairseq `inverse_sqrt`).
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import logging
 import os
 import re
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -48,7 +50,13 @@ from transformers import (
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
 )
-from transformers.trainer_utils import IntervalStrategy, SaveStrategy, SchedulerType, get_last_checkpoint
+from transformers.trainer_utils import (
+    PREFIX_CHECKPOINT_DIR,
+    IntervalStrategy,
+    SaveStrategy,
+    SchedulerType,
+    get_last_checkpoint,
+)
 
 from .configuration_syntax_mt import SyntaxMTConfig
 from .data import DataCollatorForSyntaxSeq2Seq, add_syntax_features
@@ -160,6 +168,28 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
     save_total_limit: Optional[int] = field(default=2, metadata={"help": "Checkpoints kept (the best is never deleted)"})
     load_best_model_at_end: bool = field(default=True, metadata={"help": "Keep the best checkpoint by metric_for_best_model"})
     metric_for_best_model: Optional[str] = field(default="bleu", metadata={"help": "Metric that picks the best checkpoint"})
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Train from scratch in an output_dir that holds an earlier run (its checkpoints and tokenizer "
+                  "are replaced); without it the run resumes from the last checkpoint there"},
+    )
+
+    def __post_init__(self):
+        """The recipe saves and evaluates each epoch to keep the best checkpoint; when only one of
+        `eval_strategy` / `save_strategy` is changed, the other follows it (best-checkpoint
+        selection needs a checkpoint at every evaluation), and `eval_strategy="no"` turns it off."""
+        def value(strategy):
+            return str(getattr(strategy, "value", strategy))
+
+        if self.load_best_model_at_end:
+            eval_strategy, save_strategy = value(self.eval_strategy), value(self.save_strategy)
+            if eval_strategy == "no":
+                self.load_best_model_at_end = False
+            elif save_strategy == "epoch" and eval_strategy == "steps":
+                self.save_strategy, self.save_steps = "steps", self.eval_steps or self.logging_steps
+            elif eval_strategy == "epoch" and save_strategy == "steps":
+                self.eval_strategy, self.eval_steps = "steps", self.save_steps
+        super().__post_init__()
 
 
 def parse_config_overrides(text: Optional[str]) -> dict:
@@ -495,14 +525,40 @@ class TrainingResult:
     datasets: dict
 
 
+def _check_checkpoint_config(checkpoint: str, config) -> None:
+    """Refuse to resume a checkpoint of a different model (another preset, size or vocabulary)."""
+    path = Path(checkpoint) / "config.json"
+    if not path.is_file():
+        return
+    saved = json.loads(type(config).from_json_file(str(path)).to_json_string(use_diff=False))
+    current = json.loads(config.to_json_string(use_diff=False))
+    keys = set(inspect.signature(SyntaxMTConfig.__init__).parameters) - {"self", "kwargs", "parser", "use_cache"}
+    differences = [f"{key} {saved.get(key)!r} there, {current.get(key)!r} now" for key in sorted(keys)
+                   if saved.get(key) != current.get(key)]
+    if differences:
+        raise ValueError(
+            f"{checkpoint} is a checkpoint of a different model ({'; '.join(differences)}): choose another "
+            "--output_dir, or pass --overwrite_output_dir to train this model there from scratch"
+        )
+
+
 def _load_tokenizer(model_args: ModelArguments, training_args, train_texts):
+    """--tokenizer_name, else the tokenizer of --model_name_or_path (its embeddings index that
+    vocabulary), else the one saved in output_dir by the run being resumed, else a new joint BPE."""
     from .tokenization import train_joint_bpe_tokenizer
 
-    if model_args.tokenizer_name:
-        return AutoTokenizer.from_pretrained(model_args.tokenizer_name)
-    for candidate in (model_args.model_name_or_path, training_args.output_dir):
-        if candidate and (Path(candidate) / "tokenizer.json").is_file():
-            return AutoTokenizer.from_pretrained(candidate)
+    name = model_args.tokenizer_name or model_args.model_name_or_path
+    if name:
+        try:
+            return AutoTokenizer.from_pretrained(name)
+        except (OSError, ValueError) as err:
+            raise ValueError(
+                f"could not load a tokenizer from {name!r} ({err}); pass --tokenizer_name (a model's embeddings only "
+                "fit the vocabulary it was trained with)"
+            ) from None
+    resumable = not getattr(training_args, "overwrite_output_dir", False)
+    if resumable and (Path(training_args.output_dir) / "tokenizer.json").is_file():
+        return AutoTokenizer.from_pretrained(training_args.output_dir)
     if train_texts is None:
         raise ValueError("no tokenizer given (--tokenizer_name) and no training data to train one on")
     logger.info("training a joint BPE tokenizer (vocab_size=%d)", model_args.vocab_size)
@@ -545,8 +601,13 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
 
     # model config
     if model_args.model_name_or_path:
+        if model_args.config_overrides:
+            raise ValueError("--config_overrides builds a new model; it cannot change --model_name_or_path's config")
         model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
         config = model.config
+        if model_args.preset != ModelArguments.preset and model_args.preset != config.preset:
+            raise ValueError(f"--preset {model_args.preset} but --model_name_or_path is a {config.preset or 'custom'} "
+                             "model; drop --preset to continue that model")
     else:
         config = SyntaxMTConfig.from_preset(model_args.preset, **parse_config_overrides(model_args.config_overrides))
         model = None
@@ -658,7 +719,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     data_text = data_args.dataset_name or ", ".join(f"{k}: `{v}` ({len(raw[k])} pairs)" for k, v in split_files.items()
                                                     if v and k in raw)
     card_info = dict(
-        preset=config.preset or "", data=data_text, parser=parser_text,
+        preset=config.preset or "", data=data_text, parser=parser_text, config=model.config.to_dict(),
         command=command or " ".join(sys.argv), languages=(data_args.source_lang, data_args.target_lang),
     )
     trainer = SyntaxMTSeq2SeqTrainer(
@@ -679,16 +740,23 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         checkpoint = training_args.resume_from_checkpoint
         if checkpoint is None and output_dir.is_dir():
             checkpoint = get_last_checkpoint(str(output_dir))
-            if checkpoint:
+            if checkpoint and training_args.overwrite_output_dir:
+                if training_args.should_save:
+                    for old in output_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
+                        shutil.rmtree(old)
+                checkpoint = None
+            elif checkpoint:
                 logger.info("resuming from %s", checkpoint)
+        if checkpoint:
+            _check_checkpoint_config(checkpoint, model.config)
         if training_args.should_save:
             tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
         result = trainer.train(resume_from_checkpoint=checkpoint)
-        trainer.save_model()
+        trainer.save_model(_internal_call=True)  # pushed once at the end, with the final card
         metrics.update({k: v for k, v in result.metrics.items()})
         trainer.save_state()
     else:
-        trainer.save_model()
+        trainer.save_model(_internal_call=True)
     if eval_dataset is not None:
         metrics.update(trainer.evaluate(metric_key_prefix="eval"))
     if "test" in processed:
@@ -706,6 +774,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         card_info["config"] = model.config.to_dict()
         card_info["scores"] = scores
         write_model_card(output_dir, **card_info)
+    if training_args.push_to_hub:
+        trainer.push_to_hub(commit_message="End of training")  # writes the card from card_info (scores included)
     return TrainingResult(output_dir=str(output_dir), metrics=metrics, trainer=trainer, datasets=processed)
 
 

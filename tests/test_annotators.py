@@ -107,11 +107,36 @@ def test_stanza_annotator_live_path_uses_the_same_conversion():
     assert a == annotation_from_stanza(_stanza_doc(MY_FATHER, [MY_FATHER_TREE]), text)
 
 
-def test_stanza_missing_models_explain_how_to_download(tmp_path):
+def test_stanza_missing_models_explain_how_to_download(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     annotator = StanzaAnnotator("en", model_dir=str(tmp_path))
-    with pytest.raises(OSError, match=r"stanza\.download\('en'"):
+    with pytest.raises(OSError, match=r"stanza\.download\('en'.*\n\(not downloaded: offline or download=False\)"):
         annotator.annotate(["A sentence."])
     assert list(tmp_path.iterdir()) == []  # nothing was downloaded
+
+
+def test_stanza_downloads_missing_models_when_online(tmp_path, monkeypatch):
+    stanza = pytest.importorskip("stanza")
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    calls = []
+
+    def fake_download(lang, processors, model_dir, **kwargs):
+        calls.append((lang, processors, model_dir))
+        (Path(model_dir) / lang).mkdir(parents=True)
+        (Path(model_dir) / "resources.json").write_text("{}")
+
+    monkeypatch.setattr(stanza, "download", fake_download)
+    monkeypatch.setattr(stanza, "Pipeline", lambda **kwargs: _FakeStanzaPipeline({}))
+    annotator = StanzaAnnotator("en", model_dir=str(tmp_path))
+    assert isinstance(annotator._load(), _FakeStanzaPipeline)
+    assert calls == [("en", "tokenize,pos,lemma,depparse", str(tmp_path))]
+
+    def failing_download(*args, **kwargs):
+        raise ConnectionError("no route to host")
+
+    monkeypatch.setattr(stanza, "download", failing_download)
+    with pytest.raises(OSError, match=r"the download failed: no route to host"):
+        StanzaAnnotator("de", model_dir=str(tmp_path / "other"))._load()
 
 
 def test_parser_not_installed(monkeypatch):

@@ -471,6 +471,9 @@ def test_invalid_configs_are_refused():
         tiny_config(dependency_relations="tree")
     with pytest.raises(ValueError, match="unknown preset"):
         SyntaxMTConfig.from_preset("transformer_xyz")
+    with pytest.raises(ValueError, match="unknown config setting 'd_modle'; did you mean 'd_model'"):
+        SyntaxMTConfig.from_preset("transformer_abs", d_modle=64)
+    assert SyntaxMTConfig.from_preset("transformer_abs", attn_implementation="eager")._attn_implementation == "eager"
     with pytest.raises(ValueError, match="relation_combination"):
         tiny_config(relation_combination="product")
 

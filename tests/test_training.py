@@ -3,10 +3,13 @@ model card and the files `--push_to_hub` would push."""
 
 import json
 import math
+import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
+import transformers.trainer
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, get_scheduler
 
 import hf_syntax_mt  # noqa: F401
@@ -14,6 +17,7 @@ from hf_syntax_mt.metrics import load_metric
 from hf_syntax_mt.syntax import PreParsedAnnotator
 from hf_syntax_mt.training import (
     DataArguments,
+    SyntaxMTTrainingArguments,
     build_annotator,
     parse_config_overrides,
     read_parallel_file,
@@ -84,6 +88,15 @@ def test_config_overrides_and_parsers():
     assert build_annotator("ja_ginza").to_dict()["model"] == "ja_ginza"
     assert "constituency" in build_annotator("stanza", "en", constituency=True).to_dict()["processors"]
     assert build_annotator("none") is None and build_annotator("preparsed") is None
+
+
+def test_changing_one_of_eval_and_save_strategy_keeps_best_checkpoint_selection(tmp_path):
+    steps = SyntaxMTTrainingArguments(output_dir=str(tmp_path), eval_strategy="steps", eval_steps=100)
+    assert (steps.save_strategy, steps.save_steps, steps.load_best_model_at_end) == ("steps", 100, True)
+    saves = SyntaxMTTrainingArguments(output_dir=str(tmp_path), save_strategy="steps", save_steps=300)
+    assert (saves.eval_strategy, saves.eval_steps) == ("steps", 300)
+    assert not SyntaxMTTrainingArguments(output_dir=str(tmp_path), eval_strategy="no").load_best_model_at_end
+    assert SyntaxMTTrainingArguments(output_dir=str(tmp_path)).save_strategy == "epoch"
 
 
 def test_inverse_sqrt_schedule_with_warmup():
@@ -179,6 +192,55 @@ def test_resume_from_checkpoint():
     assert (out / "tokenizer.json").read_text() == tokenizer_before
     # the second run read the features cached by the first (same data, tokenizer, settings)
     assert result.datasets["train"].cache_files[0]["filename"] == first.datasets["train"].cache_files[0]["filename"]
+    # another model in the same output_dir: refused, unless it is told to start from scratch there
+    with pytest.raises(ValueError, match="checkpoint of a different model .*relative_positions False there, True now"
+                                         ".*--overwrite_output_dir"):
+        train(*tiny_args(out, "transformer_rel", max_steps=2, **args))
+    fresh = train(*tiny_args(out, "transformer_rel", max_steps=2, overwrite_output_dir=True, **args))
+    assert [h["step"] for h in fresh.trainer.state.log_history if "loss" in h] == [1, 2]
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
+    assert json.loads((out / "config.json").read_text())["preset"] == "transformer_rel"
+
+
+class _FakeHub:
+    """Stands in for `huggingface_hub.HfApi` (the Hub is unreachable): records each upload."""
+
+    def __init__(self):
+        self.uploads = []
+
+    def create_repo(self, name, **kwargs):
+        return SimpleNamespace(repo_id=f"user/{Path(name).name}")
+
+    def upload_folder(self, folder_path, commit_message="", **kwargs):
+        card = Path(folder_path) / "README.md"
+        self.uploads.append((commit_message, card.read_text() if card.is_file() else "", sorted(os.listdir(folder_path))))
+        return SimpleNamespace(done=lambda: True)
+
+
+def test_push_to_hub_uploads_the_final_card_and_results(monkeypatch):
+    hub = _FakeHub()
+    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: hub)
+    out = scratch_dir("push")
+    result = train(*tiny_args(out, "transformer_abs", push_to_hub=True, hub_strategy="end"))
+    assert [commit for commit, _, _ in hub.uploads] == ["End of training"]
+    _, card, files = hub.uploads[0]
+    assert "d_model=32" in card and f"| dev | bleu | {result.metrics['eval_bleu']:.2f} |" in card
+    assert {"all_results.json", "model.safetensors", "tokenizer.json", "modeling_syntax_mt.py"} <= set(files)
+
+
+def test_continuing_a_saved_model_keeps_its_tokenizer_and_config():
+    out, _ = trained_model()
+    model_args, data_args, training_args = tiny_args(scratch_dir("continue"), max_steps=1)
+    model_args.model_name_or_path, model_args.config_overrides = str(out), None
+    model_args.preset = "transformer_dep_rel+transformer_dbsa+transformer_sla"
+    result = train(model_args, data_args, training_args)
+    assert result.trainer.processing_class.backend_tokenizer.to_str() == AutoTokenizer.from_pretrained(out).backend_tokenizer.to_str()
+    model_args.config_overrides = "d_model=64"
+    with pytest.raises(ValueError, match="--config_overrides builds a new model"):
+        train(model_args, data_args, training_args)
+    model_args.config_overrides, model_args.preset = None, "transformer_rel"
+    with pytest.raises(ValueError, match="--preset transformer_rel but --model_name_or_path is a transformer_dep_rel"):
+        train(model_args, data_args, training_args)
 
 
 def test_japanese_with_ginza_end_to_end(tmp_path):

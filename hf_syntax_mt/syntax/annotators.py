@@ -10,11 +10,14 @@ they load their parser lazily, once per process, on the first ``annotate`` call.
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import os
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from .annotation import Annotation, annotation_from_spacy, annotation_from_stanza, empty_annotation, read_conllu
+
+logger = logging.getLogger(__name__)
 
 
 class Annotator:
@@ -77,9 +80,11 @@ def _package_version(name: str) -> Optional[str]:
 class StanzaAnnotator(Annotator):
     """Stanza pipeline (dependency + optional constituency parses).
 
-    Never downloads: models must already be in ``model_dir`` (stanza's default resources
-    directory if None); otherwise ``OSError`` explains how to download them. ``pretokenized``:
-    texts are whitespace-separated words (one sentence per line).
+    Models are looked up in ``model_dir`` (``$STANZA_RESOURCES_DIR`` or stanza's default resources
+    directory if None). Missing ones are downloaded there on first use (``stanza.download``),
+    except offline (``HF_HUB_OFFLINE=1``) or with ``download=False``, where ``OSError`` explains
+    how to download them; a failed download raises ``OSError`` too. ``pretokenized``: texts are
+    whitespace-separated words (one sentence per line).
     """
 
     name = "stanza"
@@ -91,8 +96,10 @@ class StanzaAnnotator(Annotator):
         pretokenized: bool = False,
         use_gpu: bool = False,
         model_dir: Optional[str] = None,
+        download: bool = True,
     ):
         self.lang = lang
+        self.download = download
         self.processors = processors
         self.pretokenized = pretokenized
         self.use_gpu = use_gpu
@@ -106,10 +113,12 @@ class StanzaAnnotator(Annotator):
             "pretokenized": self.pretokenized,
             "use_gpu": self.use_gpu,
             "model_dir": self.model_dir,
+            "download": self.download,
         }
 
     def _fingerprint(self) -> tuple:
-        return super()._fingerprint() + (_package_version("stanza"),)
+        parse_settings = {k: v for k, v in self.settings().items() if k != "download"}  # same parses either way
+        return (type(self).__name__, tuple(sorted(parse_settings.items())), _package_version("stanza"))
 
     def _download_hint(self, model_dir: str) -> str:
         return (
@@ -127,7 +136,13 @@ class StanzaAnnotator(Annotator):
             raise ImportError("StanzaAnnotator needs stanza: pip install stanza") from None
         model_dir = self.model_dir or os.environ.get("STANZA_RESOURCES_DIR") or DEFAULT_MODEL_DIR
         if not (Path(model_dir) / "resources.json").is_file() or not (Path(model_dir) / self.lang).is_dir():
-            raise OSError(self._download_hint(model_dir))
+            if not self.download or os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
+                raise OSError(f"{self._download_hint(model_dir)}\n(not downloaded: offline or download=False)")
+            logger.info("downloading stanza models for %r to %s", self.lang, model_dir)
+            try:
+                stanza.download(self.lang, processors=self.processors, model_dir=model_dir, logging_level="WARN")
+            except Exception as err:  # network errors of requests / stanza
+                raise OSError(f"{self._download_hint(model_dir)}\n(the download failed: {err})") from err
         try:
             return stanza.Pipeline(
                 lang=self.lang,
