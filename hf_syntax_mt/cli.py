@@ -63,6 +63,9 @@ def cmd_translate(args) -> int:
     if annotator is not None:
         kwargs["annotator"] = annotator
     translate = pipeline("syntax-translation", model=args.model, **kwargs)
+    if translate.needs_parser and translate.annotator is None:
+        raise SystemExit("hf-syntax-mt translate: this model needs parsed sources and records no parser (it was trained "
+                         "on pre-parsed data): give --conllu FILE [--trees FILE] or --parser NAME")
     generate = {"num_beams": args.beams}
     if args.max_new_tokens:
         generate["max_new_tokens"] = args.max_new_tokens

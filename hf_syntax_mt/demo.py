@@ -69,8 +69,11 @@ def run_demo(
     out_dir = Path(out_dir)
     data_dir = out_dir / "data"
     start = time.time()
-    if not (data_dir / "dev.src.conllu").is_file():
+    corpus_settings = {"n_train": n_train, "n_dev": n_dev, "seed": seed}
+    settings_file = data_dir / "corpus_settings.json"
+    if not settings_file.is_file() or json.loads(settings_file.read_text()) != corpus_settings:
         write_synthetic_corpus(data_dir, n_train=n_train, n_dev=n_dev, n_test=0, seed=seed)
+        settings_file.write_text(json.dumps(corpus_settings))
     print(f"synthetic corpus: {n_train} train / {n_dev} dev pairs in {data_dir}  (e.g.)")
     example_src = (data_dir / "dev.src").read_text(encoding="utf-8").splitlines()
     example_tgt = (data_dir / "dev.tgt").read_text(encoding="utf-8").splitlines()
@@ -89,7 +92,7 @@ def run_demo(
             output_dir=str(run_dir), max_steps=max_steps, per_device_train_batch_size=batch_size,
             per_device_eval_batch_size=100, learning_rate=learning_rate, warmup_steps=warmup_steps,
             eval_strategy="no", save_strategy="no", load_best_model_at_end=False, logging_steps=300,
-            seed=seed, use_cpu=True, disable_tqdm=not verbose, dataloader_num_workers=0,
+            seed=seed, use_cpu=True, disable_tqdm=not verbose, dataloader_num_workers=0, overwrite_output_dir=True,
         )
         t0 = time.time()
         result = train(model_args, data_args, training_args, tokenizer=tokenizer,

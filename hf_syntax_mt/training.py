@@ -338,7 +338,8 @@ def build_annotator(parser: Optional[str], lang: Optional[str] = None, *, consti
         return None
     if parser == "stanza":
         if not lang:
-            raise ValueError("--parser stanza needs a language (--parser_lang, or --source_lang as a language code)")
+            raise ValueError("stanza needs a language code (hf-syntax-mt-train: --parser_lang or --source_lang; "
+                             "hf-syntax-mt annotate / translate: --lang)")
         processors = "tokenize,pos,lemma,depparse" + (",constituency" if constituency else "")
         return StanzaAnnotator(lang, processors=processors, pretokenized=pretokenized, model_dir=model_dir)
     name = parser.split(":", 1)[1] if parser.startswith("spacy:") else parser
@@ -612,21 +613,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         config = SyntaxMTConfig.from_preset(model_args.preset, **parse_config_overrides(model_args.config_overrides))
         model = None
 
-    # tokenizer
-    if tokenizer is None:
-        texts = None
-        if "train" in raw:
-            src_col, tgt_col = text_columns(raw["train"], data_args)
-            texts = column_texts(raw["train"], src_col) + column_texts(raw["train"], tgt_col)
-        with training_args.main_process_first(desc="tokenizer"):
-            tokenizer = _load_tokenizer(model_args, training_args, texts)
-    if model is None:
-        config.vocab_size = len(tokenizer)
-        config.pad_token_id = tokenizer.pad_token_id
-        config.eos_token_id = tokenizer.eos_token_id
-        config.decoder_start_token_id = tokenizer.pad_token_id
-
-    # parsers
+    # parsers (before the tokenizer: a missing parser fails fast)
     parser_name = (model_args.parser or ("none" if not (config.needs_source_heads or config.needs_source_distances)
                                           else None))
     if annotator is None and (config.needs_source_heads or config.needs_source_distances):
@@ -644,14 +631,35 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
             model_dir=model_args.parser_model_dir,
         )
     if target_annotator is None and config.needs_target_heads:
-        target_annotator = build_annotator(model_args.target_parser or parser_name,
-                                           model_args.target_parser_lang or data_args.target_lang,
+        target_parser = model_args.target_parser or parser_name
+        if target_parser is None or target_parser.lower() == "none":
+            raise ValueError(f"preset {config.preset!r} trains a decoder parse head on target trees: "
+                             "choose --target_parser stanza|<spaCy model>|preparsed")
+        if model_args.target_parser is None and target_parser.lower() not in ("stanza", "preparsed"):
+            raise ValueError(f"preset {config.preset!r} needs target trees, and --parser {target_parser} is a spaCy "
+                             "pipeline for the source language: give the target language's parser with --target_parser")
+        target_annotator = build_annotator(target_parser, model_args.target_parser_lang or data_args.target_lang,
                                            disable=model_args.parser_disable)
     preparsed = (parser_name or "").lower() == "preparsed"
     if not isinstance(annotator, PreParsedAnnotator) and annotator is not None:
-        config.parser = annotator.to_dict()
+        # a local model directory means nothing on the machines the model is shared with
+        config.parser = {k: v for k, v in annotator.to_dict().items() if k != "model_dir"}
     elif model is None:
         config.parser = None  # pre-parsed data: users pass annotations (or an annotator) to the pipeline
+
+    # tokenizer
+    if tokenizer is None:
+        texts = None
+        if "train" in raw:
+            src_col, tgt_col = text_columns(raw["train"], data_args)
+            texts = column_texts(raw["train"], src_col) + column_texts(raw["train"], tgt_col)
+        with training_args.main_process_first(desc="tokenizer"):
+            tokenizer = _load_tokenizer(model_args, training_args, texts)
+    if model is None:
+        config.vocab_size = len(tokenizer)
+        config.pad_token_id = tokenizer.pad_token_id
+        config.eos_token_id = tokenizer.eos_token_id
+        config.decoder_start_token_id = tokenizer.pad_token_id
 
     # features
     split_files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}

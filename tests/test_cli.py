@@ -40,6 +40,14 @@ def test_translate_stdin_and_file_round_trip(capsys):
     assert capsys.readouterr().out == done.stdout
 
 
+def test_translate_without_the_parse_a_model_needs():
+    out, _ = trained_model(DEP)  # trained on pre-parsed data: its config records no parser
+    infile = scratch_dir("cli") / "in.txt"
+    infile.write_text("a sentence .\n")
+    with pytest.raises(SystemExit, match="records no parser .*give --conllu FILE"):
+        main(["translate", "--model", str(out), str(infile)])
+
+
 def test_translate_missing_input_file():
     out, _ = trained_model(DEP)
     with pytest.raises(SystemExit, match="input file not found"):

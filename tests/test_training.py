@@ -79,6 +79,15 @@ def test_dependency_preset_requires_a_parser(tmp_path):
         train(model_args, data_args, training_args)
 
 
+def test_decoder_parse_head_needs_a_target_parser_for_the_target_language(tmp_path):
+    model_args, data_args, training_args = tiny_args(tmp_path / "out", "transformer_dbsa_dec", parser="none")
+    with pytest.raises(ValueError, match="decoder parse head on target trees: choose --target_parser"):
+        train(model_args, data_args, training_args)
+    model_args.parser = "ja_ginza"  # a source-language spaCy pipeline is not taken for the target
+    with pytest.raises(ValueError, match="--parser ja_ginza is a spaCy pipeline for the source language"):
+        train(model_args, data_args, training_args)
+
+
 def test_config_overrides_and_parsers():
     assert parse_config_overrides("d_model=256,sla_layers=[1,2],activation_function=gelu,dropout=0.3") == {
         "d_model": 256, "sla_layers": [1, 2], "activation_function": "gelu", "dropout": 0.3,
