@@ -939,7 +939,6 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
         output_attentions=False,
         output_hidden_states=False,
         return_dict=True,
-        **kwargs,
     ):
         """
         labels: (B, m) target ids, -100 ignored; decoder inputs are labels shifted right.

@@ -466,6 +466,17 @@ def test_empty_source_float_heads_and_nan_distances_are_refused():
         sla(input_ids=torch.tensor([[5, 6, 1]]), source_distances=torch.tensor([[1.0, float("nan"), 2000.0]]), decoder_input_ids=start)
 
 
+def test_misspelt_syntax_inputs_are_refused():
+    model = SyntaxMTForConditionalGeneration(tiny_config("transformer_dep")).eval()
+    batch = random_batch([5, 4], seed=3)
+    with pytest.raises(ValueError, match=r"not used by the model: \['source_head'\]"):
+        model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                       source_head=batch["source_heads"], max_new_tokens=3)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'source_distance'"):
+        model(input_ids=batch["input_ids"], source_heads=batch["source_heads"], source_distance=batch["source_distances"],
+              decoder_input_ids=batch["input_ids"][:, :1])
+
+
 def test_invalid_configs_are_refused():
     with pytest.raises(ValueError, match="dependency_relations"):
         tiny_config(dependency_relations="tree")
