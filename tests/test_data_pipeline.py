@@ -66,9 +66,24 @@ def data():
     return texts, annotations, tiny_tokenizer(texts * 5)
 
 
-def _word_ids(tokenizer, annotation):
-    enc = tokenizer(annotation.text, return_offsets_mapping=True, return_special_tokens_mask=True)
+def _word_ids(tokenizer, annotation, target=False):
+    text = {"text_target" if target else "text": annotation.text}
+    enc = tokenizer(**text, return_offsets_mapping=True, return_special_tokens_mask=True)
     return align_tokens_to_words(annotation, enc["offset_mapping"], enc["special_tokens_mask"])
+
+
+def _assert_heads_follow_words(heads, word_ids, annotation):
+    """Inside a word: the next subword; a word's last subword: the leftmost subword of its head word
+    (itself at the root); special tokens: -100."""
+    for t, w in enumerate(word_ids):
+        if w is None:
+            assert heads[t] == -100
+        elif t + 1 < len(word_ids) and word_ids[t + 1] == w:
+            assert heads[t] == t + 1
+        elif annotation.heads[w] == w:
+            assert heads[t] == t
+        else:
+            assert heads[t] == word_ids.index(annotation.heads[w])
 
 
 def test_processor_features_follow_the_word_tree(data):
@@ -84,14 +99,8 @@ def test_processor_features_follow_the_word_tree(data):
         validate_heads(heads, ignore_index=-100)
         word_ids = _word_ids(tokenizer, a)
         assert word_ids[-1] is None and None not in word_ids[:-1]
-        for t, w in enumerate(word_ids[:-1]):
-            last = t + 1 == len(word_ids) or word_ids[t + 1] != w
-            if not last:
-                assert heads[t] == t + 1 and dist[t] == 1.0  # inside a word: next subword, distance 0 + 1
-            elif a.heads[w] == w:
-                assert heads[t] == t
-            else:
-                assert word_ids[heads[t]] == a.heads[w] and word_ids.index(a.heads[w]) == heads[t]
+        _assert_heads_follow_words(heads, word_ids, a)
+        assert all(dist[t] == 1.0 for t in range(len(ids) - 1) if word_ids[t + 1] == word_ids[t])  # inside a word: 0 + 1
         # word gaps are Algorithm 1 on the tree + 1; the gap before </s> and after it are large
         gaps = [d for t, d in enumerate(dist[:-2]) if word_ids[t] != word_ids[t + 1]]
         assert gaps == [x + 1 for x in a.word_distances()]
@@ -217,9 +226,13 @@ def test_target_heads_align_with_labels(data):
         tokenizer, parsed, needs_source_heads=False, needs_target_heads=True, target_annotator=parsed
     )
     out = processor(texts[:3], texts[3:6], return_tensors=None)
-    for labels, heads in zip(out["labels"], out["target_heads"]):
-        assert len(labels) == len(heads) and labels[-1] == tokenizer.eos_token_id and heads[-1] == -100
+    assert any(len(labels) > 8 for labels in out["labels"])  # target words really are split into subwords
+    for a, labels, heads in zip(annotations[3:6], out["labels"], out["target_heads"]):
+        assert labels == tokenizer(text_target=a.text)["input_ids"] and labels[-1] == tokenizer.eos_token_id
+        word_ids = _word_ids(tokenizer, a, target=True)
+        assert len(word_ids) == len(heads) and word_ids[-1] is None and None not in word_ids[:-1]
         validate_heads(heads, ignore_index=-100)
+        _assert_heads_follow_words(heads, word_ids, a)  # the target tree, as for the source
     with pytest.raises(ValueError, match="no target annotator"):
         SyntaxFeatureProcessor(tokenizer, parsed, needs_target_heads=True)(texts[:1], texts[1:2])
 

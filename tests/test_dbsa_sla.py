@@ -72,16 +72,17 @@ def test_sla_heads_attend_exactly_the_normalised_mask_and_other_heads_are_untouc
     model = SyntaxMTForConditionalGeneration(config).eval()
     baseline = SyntaxMTForConditionalGeneration(plain).eval()
     baseline.load_state_dict(model.state_dict())
-    attention = model.model.encoder.layers[0].self_attn
-    head_dim = attention.head_dim
-    with torch.no_grad():  # zero the Q/K projections of the localized heads (the last two)
-        for projection in (attention.q_proj, attention.k_proj):
-            projection.weight[-2 * head_dim :] = 0
-            projection.bias[-2 * head_dim :] = 0
+    head_dim = model.model.encoder.layers[0].self_attn.head_dim
+    with torch.no_grad():  # zero the Q/K projections of the last two heads in both layers
+        for layer in model.model.encoder.layers:
+            for projection in (layer.self_attn.q_proj, layer.self_attn.k_proj):
+                projection.weight[-2 * head_dim :] = 0
+                projection.bias[-2 * head_dim :] = 0
     baseline.load_state_dict(model.state_dict())
     batch = random_batch([9, 7], seed=11)
     encoder_inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], output_attentions=True)
-    with_sla = model.get_encoder()(**encoder_inputs, source_distances=batch["source_distances"]).attentions[0]
+    attentions = model.get_encoder()(**encoder_inputs, source_distances=batch["source_distances"]).attentions
+    with_sla = attentions[0]
     without = baseline.get_encoder()(**encoder_inputs).attentions[0]
     G = localized_attention_log_mask(batch["source_distances"], config.sla_tau).exp()
     G = G * batch["attention_mask"][:, None, :]
@@ -89,16 +90,22 @@ def test_sla_heads_attend_exactly_the_normalised_mask_and_other_heads_are_untouc
     for head in (2, 3):
         assert torch.allclose(with_sla[:, head], expected, atol=1e-6)
     assert torch.equal(with_sla[:, :2], without[:, :2])
-    # the second layer has no localized heads
-    second_with = model.get_encoder()(**encoder_inputs, source_distances=batch["source_distances"])
-    assert torch.allclose(with_sla[:, 2:], expected[:, None].expand_as(with_sla[:, 2:]), atol=1e-6)
-    assert second_with.attentions[1].shape == with_sla.shape
+    # sla_layers = [1]: in layer 2 the same zeroed heads attend uniformly over the tokens, not by G
+    uniform = batch["attention_mask"][:, None, :].float().expand_as(expected)
+    uniform = uniform / uniform.sum(-1, keepdim=True)
+    for head in (2, 3):
+        assert torch.allclose(attentions[1][:, head], uniform, atol=1e-6)
+    assert not torch.allclose(expected, uniform, atol=1e-3)
 
 
 def test_sla_mask_in_log_space_is_finite_for_large_gaps():
     distances = torch.tensor([[1.0, 999.0, 2.0, 2000.0, 2000.0]])
     log_mask = localized_attention_log_mask(distances, tau=0.01)
     assert torch.isfinite(log_mask).all()
+    # still the local range of Algorithm 2 (gaps 1, 999, 2, large): inside ~1, outside ~0
+    inside = torch.tensor(crisp_local_range([1, 999, 2, 2000]))
+    assert torch.equal(log_mask[0].exp() > 1e-6, inside)
+    assert torch.all(log_mask[0].exp()[inside] > 0.5)
 
 
 # ---------------------------------------------------------------------------------------------

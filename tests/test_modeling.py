@@ -307,16 +307,23 @@ def test_cached_decoding_equals_full_forward(preset):
 @pytest.mark.parametrize("preset", ALL_PRESETS)
 def test_generate_greedy_and_beam_for_every_preset(preset):
     torch.manual_seed(0)
-    config = tiny_config(preset)
+    config = tiny_config(preset, init_std=0.3)
     model = SyntaxMTForConditionalGeneration(config).eval()
     batch = random_batch([8, 5, 7], seed=5)
-    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **syntax_kwargs(config, batch))
-    greedy = model.generate(**inputs, max_new_tokens=6, do_sample=False)
-    beam = model.generate(**inputs, max_new_tokens=6, num_beams=3, num_return_sequences=2)
-    assert greedy.shape[0] == 3 and beam.shape[0] == 6
-    # greedy with the cache = greedy without it
-    no_cache = model.generate(**inputs, max_new_tokens=6, do_sample=False, use_cache=False)
-    assert torch.equal(greedy, no_cache)
+    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **syntax_kwargs(config, batch),
+                  max_new_tokens=6, eos_token_id=None, return_dict_in_generate=True, output_scores=True)
+    # random models repeat a few tokens, so compare the step scores, which differ by row and step
+    greedy, greedy_no_cache = model.generate(**inputs), model.generate(**inputs, use_cache=False)
+    assert greedy.sequences.shape == (3, 7) and torch.equal(greedy.sequences, greedy_no_cache.sequences)
+    scores, scores_no_cache = torch.stack(greedy.scores), torch.stack(greedy_no_cache.scores)
+    assert torch.allclose(scores, scores_no_cache, atol=1e-4)
+    assert not torch.allclose(scores[1], scores[2], atol=1e-3) and not torch.allclose(scores[:, 0], scores[:, 1], atol=1e-3)
+    beam = model.generate(**inputs, num_beams=3, num_return_sequences=2)
+    beam_no_cache = model.generate(**inputs, num_beams=3, num_return_sequences=2, use_cache=False)
+    assert beam.sequences.shape == (6, 7) and torch.equal(beam.sequences, beam_no_cache.sequences)
+    assert torch.allclose(beam.sequences_scores, beam_no_cache.sequences_scores, atol=1e-4)
+    assert (beam.sequences_scores[0::2] >= beam.sequences_scores[1::2]).all()  # best beam first
+    assert torch.equal(model.generate(**inputs, num_beams=1).sequences, greedy.sequences)
 
 
 def test_syntax_features_reach_the_encoder_in_generate():

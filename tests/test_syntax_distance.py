@@ -59,24 +59,75 @@ def test_bad_brackets(bad):
         parse_bracketed(bad)
 
 
+def _nested(text):
+    """A bracketed tree as nested lists of children (leaves are strings, labels dropped), parsed
+    independently of the package."""
+    tokens = text.replace("(", " ( ").replace(")", " ) ").split()
+    stack = [[]]
+    for prev, tok in zip([None] + tokens, tokens):
+        if tok == "(":
+            stack.append([])
+        elif tok == ")":
+            node = stack.pop()
+            stack[-1].append(node)
+        elif prev != "(":  # the token after "(" is the label
+            stack[-1].append(tok)
+    return stack[0][0]
+
+
+def _reference_distance(text):
+    """SPEC §6 read directly: d_i = height of the lowest common ancestor of leaves i and i + 1.
+
+    Algorithm 1 adds a level only at a node with >= 2 children, so SPEC's height counts branching
+    nodes: a leaf is 0 and a unary node (pre-terminal, unary chain) has its child's height. This
+    pins the exact values, not only their order.
+    """
+    def height(node):
+        if isinstance(node, str):
+            return 0
+        return height(node[0]) if len(node) == 1 else 1 + max(height(c) for c in node)
+
+    def paths(node, above=()):  # the ancestors of each leaf, root first, left to right
+        return [above] if isinstance(node, str) else [p for c in node for p in paths(c, above + (node,))]
+
+    leaf_paths = paths(_nested(text))
+    return [height([x for x, y in zip(a, b) if x is y][-1]) for a, b in zip(leaf_paths, leaf_paths[1:])]
+
+
+@pytest.mark.parametrize(
+    "tree, expected",
+    [
+        (FIG1, [4, 3, 2, 1, 4]),
+        ("(ROOT (S (NP (NP a b) (PP c (NP d))) (VP e)))", [1, 2, 1, 3]),
+        ("(A (B (C (D x y))) z)", [1, 2]),  # the unary chain over "x y" adds nothing
+        ("(S (A a b) c (B d (C e f)))", [1, 3, 3, 2, 1]),  # a flat node: every gap gets its height
+        ("(S (S (S a b) c) d)", [1, 2, 3]),
+        ("(X (Y a) (Y (Z b)))", [1]),
+    ],
+)
+def test_hand_made_trees_match_lca_height(tree, expected):
+    assert _reference_distance(tree) == expected
+    assert syntactic_distance(tree) == expected
+
+
 @pytest.mark.skipif(not (SHARED / "data" / "nltk_treebank" / "treebank.zip").is_file(), reason="../shared absent")
-def test_ptb_sample_trees_give_n_minus_1_distances():
+def test_ptb_sample_trees_match_lca_height():
+    trees = []
     with zipfile.ZipFile(SHARED / "data" / "nltk_treebank" / "treebank.zip") as z:
-        name = next(n for n in z.namelist() if n.endswith(".mrg"))
-        text = z.read(name).decode("utf-8")
-    trees, depth, start = [], 0, None
-    for i, ch in enumerate(text):  # split the file into top-level bracketed trees
-        if ch == "(":
-            start = i if depth == 0 else start
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                trees.append(text[start:i + 1])
-    assert trees
+        for name in (n for n in z.namelist() if n.endswith(".mrg")):
+            text, depth, start = z.read(name).decode("utf-8"), 0, None
+            for i, ch in enumerate(text):  # split the file into top-level bracketed trees
+                if ch == "(":
+                    start = i if depth == 0 else start
+                    depth += 1
+                elif ch == ")":
+                    depth -= 1
+                    if depth == 0:
+                        trees.append(text[start:i + 1])
+    assert len(trees) > 3000
     for t in trees:
         d = syntactic_distance(t)
-        assert len(d) == len(tree_leaves(t)) - 1 and min(d, default=1) >= 1
+        assert len(d) == len(tree_leaves(t)) - 1 and d == _reference_distance(t), t
 
 
 def test_dependency_to_distance_example_and_forest():

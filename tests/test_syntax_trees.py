@@ -189,17 +189,30 @@ def test_relative_depth_antisymmetric_and_labeled_symmetry(forest):
                 assert a == -b and 1 <= abs(a) <= 2 and a == m[i, j]
 
 
-@settings(max_examples=50, deadline=None)
-@given(forests(max_sentences=1))
-def test_reroute_keeps_ancestry(forest):
+def test_reroute_to_nearest_kept_ancestor():
+    #   5 (root)
+    #   ├── 4
+    #   │   └── 3
+    #   │       └── 1
+    #   │           └── 0
+    #   └── 2
+    heads = [1, 3, 5, 4, 5, 5]
+    # drop 1 and 3: word 0 climbs past both to 4, not to the root 5
+    assert reroute_heads(heads, [True, False, True, False, True, True]) == [4, -100, 5, -100, 5, 5]
+    # drop 1 and the root: 0 attaches to 3; 4 and 2 have no kept ancestor and become roots
+    assert reroute_heads(heads, [True, False, True, True, True, False]) == [3, -100, 2, 4, 4, -100]
+
+
+@settings(max_examples=80, deadline=None)
+@given(forests(), st.data())
+def test_reroute_keeps_ancestry(forest, data):
     heads, _ = forest
-    keep = [i % 2 == 0 or heads[i] == i for i in range(len(heads))]
+    keep = data.draw(st.lists(st.booleans(), min_size=len(heads), max_size=len(heads)))
     new = reroute_heads(heads, keep)
     validate_heads(new, ignore_index=-100)
-    anc = lambda h, i: {a for a in _ancestors(h, i)}
-    for i, k in enumerate(keep):
-        if k:
-            assert anc(new, i) <= anc(heads, i)
+    for i, k in enumerate(keep):  # nearest kept ancestor on the original heads, else itself
+        kept_ancestors = [a for a in _ancestors(heads, i) if keep[a]]
+        assert new[i] == (-100 if not k else kept_ancestors[0] if kept_ancestors else i)
 
 
 def _ancestors(heads, i):

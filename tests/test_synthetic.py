@@ -74,15 +74,28 @@ def test_target_is_head_final_function_of_tree(corpus):
     assert alignment == [0, 1, 2, -1, 4, 5, -1, 7, 8, 6, 3, 9]
     assert t_heads == [2, 2, 10, 2, 5, 10, 5, 8, 10, 8, 10, 10]
     assert t_deprels[3] == t_deprels[6] == "case"
-    for ex in corpus:
-        tokens, t_heads, t_deprels, alignment = target_from_tree(
-            ex.source.split(), ex.source_heads, ex.source_deprels)
-        assert ex.target == " ".join(tokens)
-        assert (ex.target_heads, ex.target_deprels, ex.alignment) == (t_heads, t_deprels, alignment)
-        # the target tree is the source tree carried over through the alignment
-        for t, i in enumerate(alignment):
-            if i >= 0:
-                assert alignment[t_heads[t]] == ex.source_heads[i]
+    for ex in corpus:  # the promises of the module docstring, checked on every generated pair
+        src, tgt, align = ex.source.split(), ex.target.split(), ex.alignment
+        heads, rels, particle = ex.target_heads, ex.target_deprels, {"nsubj": "ga", "obj": "o"}
+        assert sorted(i for i in align if i >= 0) == list(range(len(src))) and tgt[-1] == "."
+        assert align.count(-1) == sum(r in particle for r in ex.source_deprels)
+        phrase = [[t] for t in range(len(tgt))]  # target tokens under each token
+        for t in range(len(tgt)):
+            for a in _ancestors(heads, t):
+                phrase[a].append(t)
+        for t, h in enumerate(heads):
+            if align[t] >= 0:  # word-for-word translation, tree carried over through the alignment
+                i = align[t]
+                assert tgt[t] == T[src[i]] and rels[t] == ex.source_deprels[i]
+                assert align[h] == ex.source_heads[i]
+            else:  # a particle depends on the subject / object it marks, right after its phrase
+                assert (tgt[t], rels[t]) == (particle[rels[h]], "case") and max(phrase[h]) == t
+            # head-final: dependents precede their head; case markers and punctuation follow it
+            assert t == h or (t > h) == (rels[t] in ("case", "punct"))
+            assert sorted(phrase[t]) == list(range(min(phrase[t]), max(phrase[t]) + 1))  # contiguous
+            for u in range(t + 1, len(tgt)):  # dependents on one side of a head keep the source order
+                if h == heads[u] != t and (t < h) == (u < h) and min(align[t], align[u]) >= 0:
+                    assert align[t] < align[u]
 
 
 def test_syntax_matters():
@@ -166,3 +179,9 @@ def _depth(heads, i):
     while heads[i] != i:
         i, depth = heads[i], depth + 1
     return depth
+
+
+def _ancestors(heads, i):
+    while heads[i] != i:
+        i = heads[i]
+        yield i

@@ -13,6 +13,7 @@ import transformers.trainer
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, get_scheduler
 
 import hf_syntax_mt  # noqa: F401
+import hf_syntax_mt.training
 from hf_syntax_mt.metrics import load_metric
 from hf_syntax_mt.syntax import PreParsedAnnotator
 from hf_syntax_mt.training import (
@@ -153,12 +154,21 @@ def test_component_losses_are_logged():
         assert all(name in h and h[name] > 0 for h in logs), name
 
 
-def test_best_checkpoint_is_chosen_by_bleu():
-    _, result = trained_model()
+@pytest.mark.parametrize("bleus, best", [((3.0, 7.0), "checkpoint-4"), ((7.0, 3.0), "checkpoint-2")])
+def test_best_checkpoint_is_chosen_by_bleu(monkeypatch, bleus, best):
+    """Evaluations at steps 2 and 4 score the BLEUs given (then 0); the kept model is the higher one's."""
+    scores = iter(bleus)
+
+    def fake_metric_fn(tokenizer, bleu_tokenize="13a"):
+        return lambda eval_preds: {"bleu": next(scores, 0.0), "chrf": 0.0, "gen_len": 1.0}
+
+    monkeypatch.setattr(hf_syntax_mt.training, "bleu_metric_fn", fake_metric_fn)
+    result = train(*tiny_args(scratch_dir("best"), "transformer_abs"))
     state = result.trainer.state
-    evals = [h["eval_bleu"] for h in state.log_history if "eval_bleu" in h and "epoch" in h]
-    assert state.best_metric == max(evals[:-1] or evals)
-    assert state.best_model_checkpoint is not None
+    assert [h["eval_bleu"] for h in state.log_history if "eval_bleu" in h][:2] == list(bleus)
+    assert state.best_metric == 7.0 and state.best_model_checkpoint.endswith(best)
+    kept = AutoModelForSeq2SeqLM.from_pretrained(state.best_model_checkpoint)
+    assert all(torch.equal(p, q) for p, q in zip(kept.state_dict().values(), result.trainer.model.state_dict().values()))
 
 
 def test_eval_stays_in_order_with_group_by_length():
