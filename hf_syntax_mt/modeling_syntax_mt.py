@@ -944,6 +944,8 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
         labels: (B, m) target ids, -100 ignored; decoder inputs are labels shifted right.
         source_heads, source_distances, target_heads: syntax features (SPEC §7); `target_heads`
         indexes the labels row and is shifted with it (`shift_target_heads_right`).
+        loss = token loss + λ_enc · encoder parse loss + λ_dec · decoder parse loss; a parse term is
+        added when its gold heads are given (required in training, optional in evaluation).
         """
         config = self.config
         if labels is not None:
