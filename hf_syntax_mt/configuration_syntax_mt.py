@@ -12,6 +12,7 @@ from transformers import PretrainedConfig
 
 DEPENDENCY_SCHEMES = (None, "depth", "labeled")
 RELATION_COMBINATIONS = ("sum", "concat_linear")
+DISTANCE_SOURCES = ("auto", "constituency", "dependency")
 
 _REL = {"relative_positions": True}
 _DEP = {"dependency_relations": "depth", "relation_combination": "sum"}
@@ -64,7 +65,10 @@ class SyntaxMTConfig(PretrainedConfig):
       becomes a bi-affine parse head (seeds 001/004); `dbsa_encoder_loss_weight`,
       `dbsa_decoder_loss_weight` are λ_enc, λ_dec.
     - `sla_layers` (1-based encoder layers), `sla_heads`, `sla_tau`: syntax-guided localized
-      attention (seed 003) on the last `sla_heads` heads of those layers, from `source_distances`.
+      attention (seed 003) on the last `sla_heads` heads of those layers, from `source_distances`;
+      `distance_source`: how those distances come from a parse ("constituency" trees, the
+      "dependency" tree, or "auto": trees when the parser gives them), the same in training and
+      at inference.
     - `parser`: the annotator settings recorded for the pipeline (a dict, or `None`).
     """
 
@@ -112,6 +116,7 @@ class SyntaxMTConfig(PretrainedConfig):
         sla_layers=None,
         sla_heads=2,
         sla_tau=10.0,
+        distance_source="auto",
         preset=None,
         parser=None,
         use_cache=True,
@@ -157,6 +162,7 @@ class SyntaxMTConfig(PretrainedConfig):
         self.sla_layers = list(sla_layers) if sla_layers else None
         self.sla_heads = sla_heads
         self.sla_tau = sla_tau
+        self.distance_source = distance_source
         self.preset = preset
         self.parser = parser
         self.use_cache = use_cache
@@ -186,6 +192,8 @@ class SyntaxMTConfig(PretrainedConfig):
             raise ValueError(
                 f"relation_combination={self.relation_combination!r}; expected one of {RELATION_COMBINATIONS}"
             )
+        if self.distance_source not in DISTANCE_SOURCES:
+            raise ValueError(f"distance_source={self.distance_source!r}; expected one of {DISTANCE_SOURCES}")
         if self.max_relative_position < 1 or self.max_dependency_distance < 1:
             raise ValueError("max_relative_position and max_dependency_distance must be >= 1")
         for name, layer, count in (

@@ -66,14 +66,15 @@ class SyntaxFeatureProcessor:
 
     @classmethod
     def from_config(cls, config, tokenizer, annotator=None, **kwargs) -> "SyntaxFeatureProcessor":
-        """Features as ``config.needs_*`` asks; the annotator defaults to ``config.parser``."""
+        """Features as ``config.needs_*`` asks; the annotator defaults to ``config.parser``, the
+        distance source to ``config.distance_source``."""
         return cls(
             tokenizer,
             annotator if annotator is not None else getattr(config, "parser", None),
             needs_source_heads=config.needs_source_heads,
             needs_source_distances=config.needs_source_distances,
             needs_target_heads=config.needs_target_heads,
-            **kwargs,
+            **{"distance_source": getattr(config, "distance_source", "auto"), **kwargs},
         )
 
     @property

@@ -88,6 +88,7 @@ class SyntaxTranslationPipeline(Pipeline):
             needs_source_heads=getattr(config, "dependency_relations", None) is not None,
             needs_source_distances=bool(getattr(config, "needs_source_distances", False)),
             needs_target_heads=False,
+            distance_source=getattr(config, "distance_source", "auto"),
         )
 
     def _sanitize_parameters(self, annotator=None, **generate_kwargs):

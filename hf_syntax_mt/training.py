@@ -118,7 +118,8 @@ class ModelArguments:
     target_parser_lang: Optional[str] = field(default=None, metadata={"help": "Language of a stanza target parser"})
     distance_source: str = field(
         default="auto",
-        metadata={"help": "SLA distances from 'constituency' trees, the 'dependency' tree, or 'auto' (trees if any)"},
+        metadata={"help": "SLA distances from 'constituency' trees, the 'dependency' tree, or 'auto' (trees if any); "
+                  "recorded in the config, so translation derives them the same way"},
     )
 
 
@@ -613,6 +614,9 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         config = SyntaxMTConfig.from_preset(model_args.preset, **parse_config_overrides(model_args.config_overrides))
         model = None
 
+    if model_args.distance_source != "auto":
+        config.distance_source = model_args.distance_source  # recorded: translation derives distances alike
+
     # parsers (before the tokenizer: a missing parser fails fast)
     parser_name = (model_args.parser or ("none" if not (config.needs_source_heads or config.needs_source_distances)
                                           else None))
@@ -626,7 +630,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     if annotator is None:
         annotator = build_annotator(
             parser_name, model_args.parser_lang or data_args.source_lang,
-            constituency=config.needs_source_distances and model_args.distance_source != "dependency",
+            constituency=config.needs_source_distances and config.distance_source != "dependency",
             pretokenized=model_args.parser_pretokenized, disable=model_args.parser_disable,
             model_dir=model_args.parser_model_dir,
         )
@@ -686,7 +690,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
             source_distances=config.needs_source_distances,
             target_heads=config.needs_target_heads,
             target_annotator=split_target_annotator if config.needs_target_heads else None,
-            distance_source=model_args.distance_source,
+            distance_source=config.distance_source,
         )
         map_kwargs = dict(batched=True, fn_kwargs=fn_kwargs, remove_columns=dataset.column_names,
                           num_proc=data_args.preprocessing_num_workers,

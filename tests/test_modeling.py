@@ -494,6 +494,8 @@ def test_invalid_configs_are_refused():
     assert SyntaxMTConfig.from_preset("transformer_abs", attn_implementation="eager")._attn_implementation == "eager"
     with pytest.raises(ValueError, match="relation_combination"):
         tiny_config(relation_combination="product")
+    with pytest.raises(ValueError, match="distance_source='trees'"):
+        tiny_config("transformer_sla", distance_source="trees")
 
 
 @pytest.mark.parametrize("preset", ["transformer_abs", "transformer_dep_labeled_rel+transformer_dbsa+transformer_sla"])

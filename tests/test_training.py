@@ -281,9 +281,11 @@ def test_japanese_with_ginza_end_to_end(tmp_path):
     data_args.source_lang, data_args.target_lang = "ja", "en"
     data_args.validation_file = None
     model_args.vocab_size = 200
+    model_args.distance_source = "dependency"
     train(model_args, data_args, training_args)
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     assert config["parser"]["type"] == "spacy" and config["parser"]["model"] == "ja_ginza"
+    assert config["distance_source"] == "dependency"  # the pipeline derives SLA distances the same way
     translate = pipeline("syntax-translation", model=str(tmp_path / "out"), max_new_tokens=6)
     outputs = translate(["妹は白い犬を見た。", "私は本を買った。"])
     assert len(outputs) == 2 and all(o["translation_text"] for o in outputs)
