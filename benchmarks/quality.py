@@ -395,7 +395,7 @@ def translate(model, tokenizer, sources: list[str], annotations: Optional[list[A
         tokenizer, None,
         needs_source_heads=config.dependency_relations is not None,
         needs_source_distances=config.needs_source_distances,
-        max_source_length=max_source_length, distance_source="auto",
+        max_source_length=max_source_length, distance_source=config.distance_source,
     )
     needs_parse = processor.needs_source_parse
     model.eval()
