@@ -752,7 +752,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         checkpoint = training_args.resume_from_checkpoint
         if checkpoint is None and output_dir.is_dir():
             checkpoint = get_last_checkpoint(str(output_dir))
-            if checkpoint and training_args.overwrite_output_dir:
+            if checkpoint and getattr(training_args, "overwrite_output_dir", False):
                 if training_args.should_save:
                     for old in output_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
                         shutil.rmtree(old)
