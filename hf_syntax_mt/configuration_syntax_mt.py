@@ -245,11 +245,16 @@ class SyntaxMTConfig(PretrainedConfig):
         return self.dependency_relations is not None or bool(self.sla_layers)
 
     @classmethod
+    def setting_names(cls) -> set:
+        """The settings `__init__` names (what a saved config.json holds beside transformers' own keys)."""
+        return set(inspect.signature(cls.__init__).parameters) - {"self", "kwargs"}
+
+    @classmethod
     def from_preset(cls, name, **overrides):
         """Build the config of a named system; `name` may join presets with '+' (e.g.
         "transformer_dep_rel+transformer_dbsa+transformer_sla"). DBSA layers beyond the model's
         depth are placed on its last layer unless given explicitly."""
-        known = set(inspect.signature(cls.__init__).parameters) | set(inspect.signature(PretrainedConfig.__init__).parameters)
+        known = cls.setting_names() | set(inspect.signature(PretrainedConfig.__init__).parameters)
         known = (known | {"attn_implementation"}) - {"self", "kwargs", "preset"}
         for key in overrides:
             if key not in known:

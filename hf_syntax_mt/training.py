@@ -29,7 +29,6 @@ is continuous at W: the schedule of Vaswani et al. / fairseq `inverse_sqrt`).
 from __future__ import annotations
 
 import ast
-import inspect
 import json
 import logging
 import os
@@ -534,7 +533,7 @@ def _check_checkpoint_config(checkpoint: str, config) -> None:
         return
     saved = json.loads(type(config).from_json_file(str(path)).to_json_string(use_diff=False))
     current = json.loads(config.to_json_string(use_diff=False))
-    keys = set(inspect.signature(SyntaxMTConfig.__init__).parameters) - {"self", "kwargs", "parser", "use_cache"}
+    keys = SyntaxMTConfig.setting_names() - {"parser", "use_cache"}
     differences = [f"{key} {saved.get(key)!r} there, {current.get(key)!r} now" for key in sorted(keys)
                    if saved.get(key) != current.get(key)]
     if differences:
