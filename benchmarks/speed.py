@@ -61,6 +61,7 @@ DEFAULT_PRESETS = [
     "transformer_dep_rel+transformer_dbsa+transformer_sla",
 ]
 MARIAN = "marian"
+CHECKPOINTED = "@checkpointed"  # suffix of a preset: the same model under activation_checkpointing_enable()
 BASELINE = "transformer_abs"
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -97,6 +98,10 @@ def _build(system, size):
             share_encoder_decoder_embeddings=True,
         )
         return MarianMTModel(config), config
+    if system.endswith(CHECKPOINTED):
+        model, config = _build(system[: -len(CHECKPOINTED)], size)
+        model.activation_checkpointing_enable()
+        return model, config
     from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
 
     config = SyntaxMTConfig.from_preset(system, **size)

@@ -18,10 +18,15 @@ from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.generation import GenerationMixin
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.modeling_utils import PreTrainedModel
+from transformers.utils import logging
 
 from .configuration_syntax_mt import SyntaxMTConfig
+
+
+logger = logging.get_logger(__name__)
 
 IGNORE_INDEX = -100
 NO_RELATION = -1  # relation id of pairs that get the zero vector
@@ -500,7 +505,10 @@ class SyntaxMTFeedForward(nn.Module):
         return self.fc2(hidden_states)
 
 
-class SyntaxMTEncoderLayer(nn.Module):
+class SyntaxMTEncoderLayer(GradientCheckpointingLayer):
+    """Self-attention (with the relation terms, SLA mask and parse head of this layer) and feed-forward;
+    under `activation_checkpointing_enable()` its activations are recomputed in the backward pass."""
+
     def __init__(self, config, layer_number):
         super().__init__()
         self.config = config
@@ -632,7 +640,7 @@ class SyntaxMTPreTrainedModel(PreTrainedModel):
     config: SyntaxMTConfig
     base_model_prefix = "model"
     main_input_name = "input_ids"
-    supports_gradient_checkpointing = False
+    supports_gradient_checkpointing = True  # the layers are GradientCheckpointingLayers
     _supports_sdpa = True  # "eager" runs every attention through the explicit path
     accepts_loss_kwargs = False  # the loss is a per-batch mean (token + parse terms)
     _no_split_modules = ["SyntaxMTEncoderLayer", "SyntaxMTDecoderLayer"]
@@ -784,6 +792,15 @@ class SyntaxMTDecoder(SyntaxMTStack):
         """Decode with causal self-attention; query positions start at the cache's past length."""
         config = self.config
         batch_size, length = input_ids.shape
+        if self.training and any(layer.gradient_checkpointing for layer in self.layers):
+            if past_key_values is not None and past_key_values.get_seq_length() > 0:
+                raise ValueError(
+                    "activation checkpointing recomputes the decoder layers in the backward pass and cannot continue "
+                    "a filled `past_key_values` cache; call model.eval() or model.activation_checkpointing_disable()"
+                )
+            if use_cache:
+                logger.warning_once("`use_cache=True` is incompatible with activation checkpointing; using `use_cache=False`")
+            use_cache, past_key_values = False, None
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
@@ -798,7 +815,12 @@ class SyntaxMTDecoder(SyntaxMTStack):
         for layer in self.layers:
             all_hidden_states.append(hidden_states)
             hidden_states, self_probs, cross_probs, layer_parse_logits = layer(
-                hidden_states, encoder_hidden_states, encoder_padding_mask, past_key_values, relative_ids, output_attentions
+                hidden_states,
+                encoder_hidden_states,
+                encoder_padding_mask,
+                past_key_values=past_key_values,  # a keyword, so that checkpointing can drop it
+                relative_ids=relative_ids,
+                output_attentions=output_attentions,
             )
             self_attentions.append(self_probs)
             cross_attentions.append(cross_probs)
