@@ -156,6 +156,31 @@ def test_summary_writes_markdown_and_chart(setup):
     assert output.read_text().count("<!-- quality:begin -->") == 1
 
 
+def test_summary_of_one_recipe_keeps_the_other_recipes_tables(setup):
+    """RESULTS.md holds several recipes: summarizing one of them rewrites its part only."""
+    root, data, recipe_path, common = setup
+    quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1,2", "--max-steps", "4"])  # if not yet
+    other = {**json.loads(recipe_path.read_text()), "name": "other.src-tgt"}  # no runs: "No finished runs yet."
+    other_path = root / "other_recipe.json"
+    other_path.write_text(json.dumps(other))
+    output = root / "cards_two" / "RESULTS.md"
+    output.parent.mkdir()
+    both = common + ["--recipe", str(other_path)]
+    quality.main(["summary", *both, "--output", str(output)])
+    text = output.read_text()
+    assert text.index("### synthetic.src-tgt") < text.index("### other.src-tgt")
+    (results_dir := root / "results" / "other.src-tgt" / "transformer_abs").mkdir(parents=True)
+    run = json.loads(next((root / "results" / "synthetic.src-tgt" / "transformer_abs").glob("seed1.json")).read_text())
+    (results_dir / "seed1.json").write_text(json.dumps({**run, "recipe": "other.src-tgt"}))
+    quality.main(["summary", "--recipe", str(other_path), *common[2:], "--output", str(output)])
+    text = output.read_text()
+    assert "### synthetic.src-tgt" in text and "| transformer_abs | 1,2" in text  # the first recipe's table kept
+    assert "| transformer_abs | 1 |" in text and "No finished runs yet" not in text  # the second one rewritten
+    assert text.index("### synthetic.src-tgt") < text.index("### other.src-tgt")  # in the order they were
+    for name in ("quality", "quality:synthetic.src-tgt", "quality:other.src-tgt"):
+        assert text.count(f"<!-- {name}:begin -->") == 1 and text.count(f"<!-- {name}:end -->") == 1
+
+
 def test_comparisons_use_the_seeds_both_presets_have(setup):
     """With abs on seeds 1-3 and COMBO on 1-2, COMBO's Δ vs abs is the paired bootstrap on seeds 1-2 only."""
     root, data, recipe_path, common = setup
