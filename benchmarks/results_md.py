@@ -3,10 +3,15 @@
 from pathlib import Path
 
 
+def marked(name, body):
+    """`body` between the markers `<!-- {name}:begin -->` and `<!-- {name}:end -->`."""
+    return f"<!-- {name}:begin -->\n{body.strip()}\n<!-- {name}:end -->"
+
+
 def write_section(path, name, body):
     """Replace the text between `<!-- {name}:begin -->` and `<!-- {name}:end -->` (appended if absent)."""
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-    section = f"{begin}\n{body.strip()}\n{end}"
+    section = marked(name, body)
     path = Path(path)
     old = path.read_text(encoding="utf-8") if path.is_file() else "# Results\n"
     if begin in old and end in old:

@@ -818,7 +818,7 @@ class SyntaxMTDecoder(SyntaxMTStack):
                 hidden_states,
                 encoder_hidden_states,
                 encoder_padding_mask,
-                past_key_values=past_key_values,  # a keyword, so that checkpointing can drop it
+                past_key_values=past_key_values,
                 relative_ids=relative_ids,
                 output_attentions=output_attentions,
             )
