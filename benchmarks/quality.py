@@ -456,8 +456,7 @@ def dev_feature_batches(corpus: Corpus, model, tokenizer, batch_size: int = 64) 
     annotator, target_annotator = corpus.annotators(model.config)
     processor = SyntaxFeatureProcessor.from_config(
         model.config, tokenizer, annotator, target_annotator=target_annotator,
-        max_source_length=recipe["max_source_length"], max_target_length=recipe["max_target_length"],
-        distance_source=recipe.get("distance_source", "auto"))
+        max_source_length=recipe["max_source_length"], max_target_length=recipe["max_target_length"])
     sources, targets = corpus.texts["dev"]
     features = processor(sources, targets, return_tensors=None)
     rows = [{k: v[i] for k, v in features.items()} for i in range(len(sources))]
@@ -544,7 +543,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     training_args = SyntaxMTTrainingArguments(output_dir=str(run_dir), seed=seed, use_cpu=True, report_to="none",
                                               disable_tqdm=True, **training)
     model_args = ModelArguments(preset=base_preset, config_overrides=",".join(f"{k}={v!r}" for k, v in overrides.items()),
-                                vocab_size=recipe["vocab_size"], distance_source=recipe.get("distance_source", "auto"))
+                                vocab_size=recipe["vocab_size"],
+                                distance_source=overrides.get("distance_source", recipe.get("distance_source", "auto")))
     data_args = DataArguments(
         source_lang=recipe["source_lang"], target_lang=recipe["target_lang"],
         train_file=str(corpus.paths["train"][0]), validation_file=str(corpus.paths["dev"][0]),
@@ -864,11 +864,12 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     for p in (p for p in order if p in variants):
         changes = [f"{k}={v}" for part in ("model", "training") for k, v in variants[p].get(part, {}).items()]
         lines += ["", f"Variant `{p}`: `{variants[p]['preset']}` with {', '.join(changes) or 'no changes'} (recipe `variants`)."]
-        base = same_change_baseline(variants, p)
-        t = compare(p, base)
-        if t:
-            lines.append(f"Against `{base}` (the baseline with the same changes): {t['delta']:+.2f} "
-                         f"[{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p = {t['p_value']:.3f}.")
+        for base, what in ((variants[p]["preset"], "the preset it changes"),
+                           (same_change_baseline(variants, p), "the baseline with the same changes")):
+            t = compare(p, base) if base in stats else None
+            if t:
+                lines.append(f"Against `{base}` ({what}): {t['delta']:+.2f} "
+                             f"[{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p = {t['p_value']:.3f}.")
     lines += learning_curve_lines(order, by_preset)
     parsing = [p for p in order if any(r.get("dev_parse_head_accuracy") for r in by_preset[p])]
     if parsing:

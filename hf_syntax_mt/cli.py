@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .syntax.annotation import DISTANCE_SOURCES
+
 
 def _read_input(path: Optional[str]) -> list[str]:
     if path is None or path == "-":
@@ -170,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = subs.add_parser("annotate", help="dump parses and model features as JSON lines")
     p.add_argument("--model", help="model directory: add subword tokens and the features the model gets")
-    p.add_argument("--distance-source", default="auto", choices=("auto", "constituency", "dependency"))
+    p.add_argument("--distance-source", default="auto", choices=DISTANCE_SOURCES)
     _add_parser_options(p)
     p.add_argument("input", nargs="?", help="input file (default: stdin)")
 
@@ -180,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", default="relations", choices=("relations", "sla", "attention"))
     p.add_argument("--layer", type=int, default=1, help="encoder layer (1-based) for --kind attention")
     p.add_argument("--head", type=int, default=0, help="head (0-based) for --kind attention")
-    p.add_argument("--distance-source", default="auto", choices=("auto", "constituency", "dependency"))
+    p.add_argument("--distance-source", default="auto", choices=DISTANCE_SOURCES)
     p.add_argument("--out", default="syntax_mt_plot.png")
     _add_parser_options(p)
 

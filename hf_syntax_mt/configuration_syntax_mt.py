@@ -12,7 +12,7 @@ from transformers import PretrainedConfig
 
 DEPENDENCY_SCHEMES = (None, "depth", "labeled")
 RELATION_COMBINATIONS = ("sum", "concat_linear")
-DISTANCE_SOURCES = ("auto", "constituency", "dependency")
+DISTANCE_SOURCES = ("auto", "constituency", "dependency", "flat")  # as syntax.annotation (no parser imports here)
 
 _REL = {"relative_positions": True}
 _DEP = {"dependency_relations": "depth", "relation_combination": "sum"}
@@ -67,8 +67,8 @@ class SyntaxMTConfig(PretrainedConfig):
     - `sla_layers` (1-based encoder layers), `sla_heads`, `sla_tau`: syntax-guided localized
       attention (seed 003) on the last `sla_heads` heads of those layers, from `source_distances`;
       `distance_source`: how those distances come from a parse ("constituency" trees, the
-      "dependency" tree, or "auto": trees when the parser gives them), the same in training and
-      at inference.
+      "dependency" tree, or "auto": trees when the parser gives them; "flat": a flat tree over
+      the words, the no-syntax control), the same in training and at inference.
     - `parser`: the annotator settings recorded for the pipeline (a dict, or `None`).
     """
 

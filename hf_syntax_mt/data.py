@@ -36,7 +36,8 @@ class SyntaxFeatureProcessor:
         target_annotator: parses target texts (needed for ``target_heads``).
         max_source_length / max_target_length: truncation; features are cut with the tokens.
         distance_source: "auto" (constituency trees when the parser gives them, else derived from
-            the dependency tree), "constituency" or "dependency".
+            the dependency tree), "constituency", "dependency" or "flat" (no syntax: every word gap
+            alike, see ``Annotation.word_distances``).
     """
 
     def __init__(

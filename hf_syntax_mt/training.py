@@ -117,7 +117,8 @@ class ModelArguments:
     target_parser_lang: Optional[str] = field(default=None, metadata={"help": "Language of a stanza target parser"})
     distance_source: str = field(
         default="auto",
-        metadata={"help": "SLA distances from 'constituency' trees, the 'dependency' tree, or 'auto' (trees if any); "
+        metadata={"help": "SLA distances from 'constituency' trees, the 'dependency' tree, 'auto' (trees if any), or "
+                  "'flat' (one node over all words: localized attention without syntax, a control); "
                   "recorded in the config, so translation derives them the same way"},
     )
 
@@ -629,7 +630,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     if annotator is None:
         annotator = build_annotator(
             parser_name, model_args.parser_lang or data_args.source_lang,
-            constituency=config.needs_source_distances and config.distance_source != "dependency",
+            constituency=config.needs_source_distances and config.distance_source in ("auto", "constituency"),
             pretokenized=model_args.parser_pretokenized, disable=model_args.parser_disable,
             model_dir=model_args.parser_model_dir,
         )

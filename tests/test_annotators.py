@@ -84,6 +84,10 @@ def test_stanza_multi_sentence_and_mwt():
     assert two.num_sentences == 2 and two.sentence_ids == [0] * 7 + [1] * 3
     assert two.heads[7:] == [8, 8, 8] and two.spans[7] == (28, 31)
     assert two.word_distances()[6] == 999.0 and two.trees is None
+    # the no-syntax control: the flat tree (one node over each sentence's words) gives every word gap 1
+    assert two.word_distances("flat") == [1.0] * 6 + [999.0] + [1.0] * 2
+    with pytest.raises(ValueError, match="one of .*'flat'.*not 'flatt'"):
+        two.word_distances("flatt")
     fr = annotation_from_stanza(_stanza_doc(MWT))
     assert fr.words == ["Je", "vais", "de", "le", "marché", "."]
     assert fr.spans[2] == (8, 10) and fr.spans[3] is None  # "du" holds both words through "de"

@@ -65,6 +65,21 @@ def test_soft_mask_tends_to_the_crisp_range_on_random_distances(seed):
     assert torch.allclose(G.diagonal(), torch.ones(len(d) + 1))
 
 
+def test_flat_distances_make_a_pure_locality_mask():
+    """distance_source="flat" (the no-syntax control): equal gaps, so every step outward costs
+    σ(0) = 1/2 whatever τ is: G_ij = (1/2)^(|i-j|-1) for |i - j| > 1, 1 next to the query."""
+    from hf_syntax_mt.syntax import read_conllu
+
+    (annotation,) = read_conllu("# text = a b c d e f\n" + "".join(
+        f"{i}\t{w}\t_\t_\t_\t_\t{h}\t_\t_\t_\n" for i, (w, h) in enumerate(zip("abcdef", [2, 0, 2, 5, 3, 5]), 1)))
+    d = annotation.word_distances("flat")
+    assert d == [1.0] * 5 and annotation.word_distances("dependency") != d
+    n = len(d) + 1
+    expected = torch.tensor([[0.5 ** max(abs(i - j) - 1, 0) for j in range(n)] for i in range(n)])
+    for tau in (0.1, 10.0):
+        assert torch.allclose(soft_mask(d, tau), expected)
+
+
 def test_sla_heads_attend_exactly_the_normalised_mask_and_other_heads_are_untouched():
     torch.manual_seed(0)
     config = tiny_config("transformer_sla", sla_heads=2)

@@ -83,17 +83,18 @@ def test_line_longer_than_the_model_allows_is_reported(dev):
     assert f"max_position_embeddings={model.config.max_position_embeddings}" in outputs[1]["error"]
 
 
-def test_distances_are_derived_as_the_config_records(dev):
+@pytest.mark.parametrize("recorded", ["dependency", "flat"])
+def test_distances_are_derived_as_the_config_records(dev, recorded):
     sources, annotations = dev  # the annotations carry constituency trees and dependency trees
     out, _ = trained_model(DEP)
     tokenizer = AutoTokenizer.from_pretrained(out)
-    model = AutoModelForSeq2SeqLM.from_pretrained(out, distance_source="dependency").eval()
+    model = AutoModelForSeq2SeqLM.from_pretrained(out, distance_source=recorded).eval()
     translate = pipeline("syntax-translation", model=model, tokenizer=tokenizer, annotator=PreParsedAnnotator(annotations))
     got = translate.processor(sources[:3], annotations=annotations[:3])["source_distances"]
-    for source in ("dependency", "constituency"):
+    for source in ("dependency", "constituency", "flat"):
         reference = SyntaxFeatureProcessor(tokenizer, needs_source_distances=True, distance_source=source)
         expected = reference(sources[:3], annotations=annotations[:3])["source_distances"]
-        assert torch.equal(got, expected) == (source == "dependency")
+        assert torch.equal(got, expected) == (source == recorded)
 
 
 def test_annotations_of_other_sentences_are_rejected(dev):

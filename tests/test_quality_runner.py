@@ -34,7 +34,7 @@ def setup(tmp_path_factory):
         "data": {"train": [str(data / "train.src"), str(data / "train.tgt")],
                  "dev": [str(data / "dev.src"), str(data / "dev.tgt")]},
         "source_parser": {"conllu_suffix": ".conllu"}, "target_parser": {"conllu_suffix": ".conllu"},
-        "distance_source": "auto", "vocab_size": 120, "max_source_length": 32, "max_target_length": 12,
+        "distance_source": "dependency", "vocab_size": 120, "max_source_length": 32, "max_target_length": 12,
         "bleu_tokenize": "13a", "final_num_beams": 2, "model": TINY,
         "training": {"per_device_train_batch_size": 16, "per_device_eval_batch_size": 8, "learning_rate": 3e-3,
                      "warmup_steps": 2, "eval_strategy": "steps", "eval_steps": 2, "save_strategy": "steps",
@@ -44,7 +44,8 @@ def setup(tmp_path_factory):
         "variants": {"transformer_abs@wide": {"preset": "transformer_abs", "model": {"encoder_ffn_dim": 96},
                                               "training": {"learning_rate": 1e-3}},
                      "transformer_rel@wide": {"preset": "transformer_rel", "model": {"encoder_ffn_dim": 96},
-                                              "training": {"learning_rate": 1e-3}}},
+                                              "training": {"learning_rate": 1e-3}},
+                     "transformer_sla@flat": {"preset": "transformer_sla", "model": {"distance_source": "flat"}}},
     }
     recipe_path = root / "recipe.json"
     recipe_path.write_text(json.dumps(recipe))
@@ -256,8 +257,9 @@ def test_parse_head_accuracy_matches_predict_heads_per_sentence():
 
 def test_recipe_variant_runs_under_its_own_name(setup):
     root, data, recipe_path, common = setup
+    quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1", "--max-steps", "4"])  # skipped if done
     plain = root / "results" / "synthetic.src-tgt" / "transformer_abs" / "seed1.json"
-    plain_before = plain.read_text() if plain.exists() else None
+    plain_before = plain.read_text()
     (run,) = quality.main(["run", *common, "--presets", "transformer_abs@wide", "--seeds", "1", "--max-steps", "2"])
     assert run["preset"] == "transformer_abs@wide" and run["variant_of"] == "transformer_abs"
     assert run["config_overrides"]["encoder_ffn_dim"] == 96 and run["training_overrides"]["learning_rate"] == 1e-3
@@ -270,19 +272,39 @@ def test_recipe_variant_runs_under_its_own_name(setup):
     training_args = torch.load(run_dir / "checkpoint-2" / "training_args.bin", weights_only=False)
     assert training_args.learning_rate == 1e-3 and training_args.seed == 1
     assert (root / "results" / "synthetic.src-tgt" / "transformer_abs@wide" / "seed1.json").is_file()
-    assert (plain.read_text() if plain.exists() else None) == plain_before  # the plain preset's result is untouched
+    assert plain.read_text() == plain_before  # the plain preset's result is untouched
     output = root / "cards" / "RESULTS.md"
     output.parent.mkdir(exist_ok=True)
     text = quality.main(["summary", *common, "--output", str(output)])
     assert "| transformer_abs@wide | 1 |" in text
     assert "Variant `transformer_abs@wide`: `transformer_abs` with encoder_ffn_dim=96, learning_rate=0.001" in text
-    assert "Against `" not in text  # no other variant with the same changes has run yet
+    def against_lines():
+        return [line for line in text.splitlines() if line.startswith("Against `")]
+
+    def delta(line):
+        return float(line.split(": ")[1].split(" ")[0])
+
+    # the preset the variant changes has run; no other variant with the same changes has yet
+    (line,) = against_lines()
+    assert line.startswith("Against `transformer_abs` (the preset it changes): ")
+    plain_bleu = json.loads(plain_before)["dev"]["bleu"]
+    assert delta(line) == pytest.approx(run["dev"]["bleu"] - plain_bleu, abs=0.011)  # full-set BLEU difference
     (rel,) = quality.main(["run", *common, "--presets", "transformer_rel@wide", "--seeds", "1", "--max-steps", "2"])
     text = quality.main(["summary", *common, "--output", str(output)])
-    (line,) = [line for line in text.splitlines() if line.startswith("Against `")]
-    assert line.startswith("Against `transformer_abs@wide` (the baseline with the same changes): ")
-    delta = float(line.split(": ")[1].split(" ")[0])
-    assert delta == pytest.approx(rel["dev"]["bleu"] - run["dev"]["bleu"], abs=0.011)  # full-set BLEU difference
+    assert against_lines()[0] == line  # transformer_rel has not run: no line against it
+    (same_changes,) = against_lines()[1:]
+    assert same_changes.startswith("Against `transformer_abs@wide` (the baseline with the same changes): ")
+    assert delta(same_changes) == pytest.approx(rel["dev"]["bleu"] - run["dev"]["bleu"], abs=0.011)
+
+
+def test_recipe_variant_can_change_the_distance_source(setup):
+    """A variant's distance_source wins over the recipe's, in training and in the saved config that
+    translation reads (the no-syntax control transformer_sla@flat)."""
+    root, data, recipe_path, common = setup
+    (run,) = quality.main(["run", *common, "--presets", "transformer_sla@flat", "--seeds", "1", "--max-steps", "2"])
+    assert run["config_overrides"]["distance_source"] == "flat"
+    config = json.loads((Path(run["run_dir"]) / "config.json").read_text())
+    assert config["distance_source"] == "flat" and config["sla_layers"] == [1]
 
 
 @pytest.mark.parametrize("variants, message", [

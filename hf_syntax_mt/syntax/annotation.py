@@ -14,6 +14,7 @@ from .distance import SENTENCE_DISTANCE, dependency_to_distance, syntactic_dista
 from .trees import reroute_heads, validate_heads
 
 Span = Optional[tuple[int, int]]
+DISTANCE_SOURCES = ("auto", "constituency", "dependency", "flat")
 
 
 @dataclass
@@ -83,21 +84,25 @@ class Annotation:
         """Word-level syntactic distances (one per gap between consecutive words).
 
         ``source``: ``"constituency"`` (Algorithm 1 on ``trees``), ``"dependency"``
-        (``dependency_to_distance``), or ``"auto"`` (constituency when trees exist). Gaps between
-        sentences get ``SENTENCE_DISTANCE``.
+        (``dependency_to_distance``), ``"auto"`` (constituency when trees exist), or ``"flat"``:
+        the distances of a flat tree, one node over all words of a sentence (every gap 1), a
+        control without syntax for localized attention. Gaps between sentences get
+        ``SENTENCE_DISTANCE``.
         """
-        if source not in ("auto", "constituency", "dependency"):
-            raise ValueError(f"source must be 'auto', 'constituency' or 'dependency', not {source!r}")
+        if source not in DISTANCE_SOURCES:
+            raise ValueError(f"source must be one of {DISTANCE_SOURCES}, not {source!r}")
         if source == "constituency" and self.trees is None:
             raise ValueError("no constituency trees in this annotation; use source='dependency'")
-        use_trees = self.trees is not None and source != "dependency"
+        use_trees = self.trees is not None and source in ("auto", "constituency")
         out: list[float] = []
         start = 0
         for s in range(self.num_sentences):
             end = start
             while end < len(self.words) and self.sentence_ids[end] == s:
                 end += 1
-            if use_trees:
+            if source == "flat":
+                dist = [1] * (end - start - 1)
+            elif use_trees:
                 dist = syntactic_distance(self.trees[s])
             else:
                 dist = dependency_to_distance([h - start for h in self.heads[start:end]])
