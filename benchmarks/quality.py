@@ -866,7 +866,7 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
         lines += ["", f"Variant `{p}`: `{variants[p]['preset']}` with {', '.join(changes) or 'no changes'} (recipe `variants`)."]
         for base, what in ((variants[p]["preset"], "the preset it changes"),
                            (same_change_baseline(variants, p), "the baseline with the same changes")):
-            t = compare(p, base) if base in stats else None
+            t = compare(p, base)
             if t:
                 lines.append(f"Against `{base}` ({what}): {t['delta']:+.2f} "
                              f"[{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p = {t['p_value']:.3f}.")

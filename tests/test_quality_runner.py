@@ -278,6 +278,7 @@ def test_recipe_variant_runs_under_its_own_name(setup):
     text = quality.main(["summary", *common, "--output", str(output)])
     assert "| transformer_abs@wide | 1 |" in text
     assert "Variant `transformer_abs@wide`: `transformer_abs` with encoder_ffn_dim=96, learning_rate=0.001" in text
+
     def against_lines():
         return [line for line in text.splitlines() if line.startswith("Against `")]
 
