@@ -41,6 +41,7 @@ the baseline (one-sided), with the 95% interval of the difference.
 from __future__ import annotations
 
 import argparse
+import difflib
 import gzip
 import hashlib
 import importlib.util
@@ -102,7 +103,28 @@ def load_recipe(path) -> dict:
                              "(allowed: preset, model, training)")
     recipe["_path"] = str(path)
     recipe["_base"] = str(base)
+    check_training_settings(recipe)
+    named = recipe.get("presets", []) + [p for block in recipe.get("grid", []) for p in block["presets"]]
+    for name in dict.fromkeys(named + list(recipe.get("variants", {}))):
+        run_config(recipe, name)
     return recipe
+
+
+def check_training_settings(recipe: dict):
+    """Refuse `training` keys (of the recipe or a variant) that are no `SyntaxMTTrainingArguments` field."""
+    from dataclasses import fields
+
+    from hf_syntax_mt.training import SyntaxMTTrainingArguments
+
+    known = {f.name for f in fields(SyntaxMTTrainingArguments)}
+    parts = [("training", recipe["training"])] + [(f"variant {name!r} training", v.get("training", {}))
+                                                  for name, v in recipe.get("variants", {}).items()]
+    for where, training in parts:
+        for key in training:
+            if key not in known:
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"recipe {recipe['_path']}: {where}: unknown training argument {key!r}{hint}")
 
 
 def run_settings(recipe: dict, name: str) -> tuple[str, dict, dict]:
@@ -111,6 +133,18 @@ def run_settings(recipe: dict, name: str) -> tuple[str, dict, dict]:
     variant = recipe.get("variants", {}).get(name, {})
     return (variant.get("preset", name), {**recipe["model"], **variant.get("model", {})},
             {**recipe["training"], **variant.get("training", {})})
+
+
+def run_config(recipe: dict, name: str):
+    """The model config of run `name` (a preset, a '+' combination or a variant) under the recipe;
+    a bad name or setting raises a ValueError naming the recipe and the run."""
+    from hf_syntax_mt.configuration_syntax_mt import SyntaxMTConfig
+
+    base_preset, overrides, _ = run_settings(recipe, name)
+    try:
+        return SyntaxMTConfig.from_preset(base_preset, **overrides)
+    except ValueError as error:
+        raise ValueError(f"recipe {recipe['_path']}: run {name!r}: {error}") from None
 
 
 def same_change_baseline(variants: dict, name: str) -> Optional[str]:
@@ -526,14 +560,13 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     """Train one (preset, seed) with the recipe, then translate dev with the final beam."""
     import torch
 
-    from hf_syntax_mt.configuration_syntax_mt import SyntaxMTConfig
     from hf_syntax_mt.training import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
     from transformers.trainer_utils import get_last_checkpoint
 
     recipe = corpus.recipe
     result_path, run_dir = run_paths(args.results_dir, args.runs_dir, recipe, preset, seed)
     base_preset, overrides, training = run_settings(recipe, preset)
-    config = SyntaxMTConfig.from_preset(base_preset, **overrides)
+    config = run_config(recipe, preset)
     tokenizer = corpus.tokenizer
     annotator, target_annotator = corpus.annotators(config)
     if args.max_steps:
@@ -668,8 +701,10 @@ def run(args) -> list[dict]:
         if args.evaluate_only:
             out.append(evaluate_only(corpus, Path(args.evaluate_only), args))
             continue
-        out += [r for preset, seed in grid_runs(recipe, args.presets, args.seeds)
-                if (r := run_one(corpus, preset, seed, args)) is not None]
+        pairs = grid_runs(recipe, args.presets, args.seeds)
+        for name in dict.fromkeys(preset for preset, _ in pairs):
+            run_config(recipe, name)  # a misspelt --presets fails now, not after the runs before it
+        out += [r for preset, seed in pairs if (r := run_one(corpus, preset, seed, args)) is not None]
     return out
 
 

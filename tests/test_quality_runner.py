@@ -321,6 +321,43 @@ def test_recipe_variant_errors(tmp_path, variants, message):
         quality.load_recipe(tmp_path / "r.json")
 
 
+@pytest.mark.parametrize("change, message", [
+    ({"grid": [{"presets": ["transformer_rell"], "seeds": [1]}]}, "run 'transformer_rell': unknown preset 'transformer_rell'"),
+    ({"presets": ["transformer_abs+transformer_sla"], "model": {"d_modle": 8}},
+     "run 'transformer_abs\\+transformer_sla': unknown config setting 'd_modle'; did you mean 'd_model'"),
+    ({"variants": {"sla@x": {"preset": "transformer_sla", "model": {"sla_tau": 0}}}}, "run 'sla@x': sla_tau=0"),
+    ({"training": {"warmup_step": 10}}, "training: unknown training argument 'warmup_step'; did you mean 'warmup_steps'"),
+    ({"variants": {"abs@x": {"preset": "transformer_abs", "training": {"max_grad_nrom": 0}}}},
+     "variant 'abs@x' training: unknown training argument 'max_grad_nrom'"),
+])
+def test_recipe_names_and_settings_checked_on_load(tmp_path, change, message):
+    """Every run a recipe names (presets, grid, variants) must build a config, and every training key must be a
+    training argument, when the recipe is read, not when its run comes up after the others."""
+    recipe = {"name": "r", "source_lang": "a", "target_lang": "b", "data": {}, "model": {}, "training": {}, **change}
+    (tmp_path / "r.json").write_text(json.dumps(recipe))
+    with pytest.raises(ValueError, match=message):
+        quality.load_recipe(tmp_path / "r.json")
+
+
+def test_misspelt_run_name_fails_before_any_run(setup):
+    root, data, recipe_path, common = setup
+    with pytest.raises(ValueError, match="run 'transformer_rell': unknown preset"):
+        quality.main(["run", *common, "--presets", "transformer_abs,transformer_rell", "--seeds", "9"])
+    assert not list((root / "results").rglob("seed9.json")) and not list((root / "runs").rglob("seed9"))
+
+
+@pytest.mark.parametrize("recipe_file", sorted((REPO / "benchmarks" / "recipes").glob("*.json")), ids=lambda p: p.stem)
+def test_shipped_recipes_load_and_every_run_builds_its_config(recipe_file):
+    recipe = quality.load_recipe(recipe_file)
+    runs = {name for name, _ in quality.grid_runs(recipe)} | set(recipe["presets"]) | set(recipe.get("variants", {}))
+    assert set(recipe["presets"]) >= {name for name, _ in quality.grid_runs(recipe)}  # the summary orders by presets
+    for name in runs:
+        config = quality.run_config(recipe, name)
+        assert config.d_model == recipe["model"]["d_model"]
+        for key, value in recipe.get("variants", {}).get(name, {}).get("model", {}).items():
+            assert getattr(config, key) == value
+
+
 def _random_corpus(n, rng):
     words = [f"w{i}" for i in range(30)]
     refs = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(n)]
