@@ -571,8 +571,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     annotator, target_annotator = corpus.annotators(config)
     if args.max_steps:
         training["max_steps"] = args.max_steps
-    if args.bf16:
-        training["bf16"] = True
+    if args.bf16 is not None:
+        training["bf16"] = args.bf16
     training_args = SyntaxMTTrainingArguments(output_dir=str(run_dir), seed=seed, use_cpu=True, report_to="none",
                                               disable_tqdm=True, **training)
     model_args = ModelArguments(preset=base_preset, config_overrides=",".join(f"{k}={v!r}" for k, v in overrides.items()),
@@ -879,9 +879,15 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
         "| preset | seeds | dev BLEU | dev chrF | Δ vs abs [95% CI] | p vs abs | Δ vs rel [95% CI] | p vs rel | steps | train h | tokens/s |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    other_precision = False
     for p in order:
         rs = by_preset[p]
-        cells = [p, ",".join(str(r["seed"]) for r in sorted(rs, key=lambda r: r["seed"])),
+        seeds = []
+        for r in sorted(rs, key=lambda r: r["seed"]):
+            mark = "†" if r.get("bf16", False) != bool(run_settings(recipe, p)[2].get("bf16")) else ""
+            other_precision |= bool(mark)
+            seeds.append(f"{r['seed']}{mark}")
+        cells = [p, ",".join(seeds),
                  _fmt_mean_std([r["dev"]["bleu"] for r in rs]), _fmt_mean_std([r["dev"]["chrf"] for r in rs])]
         for base in (BASELINE, DEP_BASELINE):
             t = tests.get((p, base))
@@ -895,6 +901,10 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
               "`benchmarks/speed.py` compares speed properly. ‡ resumed from a checkpoint: the figures cover "
               "the last process only. § trained with a torch thread count other than 2 (`--threads`; 1 when two runs "
               "shared the 2 cores, which gives ≈1.3× the throughput of one 2-thread run, each run slower)."]
+    if other_precision:
+        lines[-1] += (" † seed trained in the other precision than its recipe's `bf16` setting (fp32 or bf16 autocast, "
+                      "`--no-bf16` / `--bf16`; e.g. fp32 on a CPU without native bf16, where autocast is far slower); "
+                      "every final decode runs the saved model in fp32.")
     variants = recipe.get("variants", {})
     for p in (p for p in order if p in variants):
         changes = [f"{k}={v}" for part in ("model", "training") for k, v in variants[p].get(part, {}).items()]
@@ -1020,7 +1030,9 @@ def build_parser_cli() -> argparse.ArgumentParser:
     p_run.add_argument("--seeds", default=None, help="Comma-separated seeds (default 1; without --presets and --seeds: the recipe's grid)")
     p_run.add_argument("--extra-eval", action="append", default=[], metavar="NAME=SRC,TGT", help="Extra eval set")
     p_run.add_argument("--evaluate-only", default=None, metavar="CHECKPOINT", help="Score a checkpoint, no training")
-    p_run.add_argument("--bf16", action="store_true", help="bf16 autocast for training")
+    p_run.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                       help="bf16 autocast for training, or fp32 with --no-bf16 (default: the recipe's setting); "
+                            "a CPU without native bf16 (AVX512-BF16 / AMX) runs autocast far slower than fp32")
     p_run.add_argument("--max-steps", type=int, default=None, help="Stop after N steps (probes)")
     p_run.add_argument("--threads", type=int, default=2, help="torch threads")
     p_parse = sub.add_parser("parse", parents=[common], help="Fill the parse caches and check the alignment")
