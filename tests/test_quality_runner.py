@@ -63,6 +63,9 @@ def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch):
                           "--threads", "1"])
     monkeypatch.undo()
     assert [r["threads"] for r in runs] == [2, 2, 1, 1]
+    assert [r["bf16"] for r in runs] == [False, False, True, True]  # the recipe trains in fp32; --bf16 overrides it
+    cli = quality.build_parser_cli()
+    assert [cli.parse_args(["run", "--recipe", "r", *flag]).bf16 for flag in ([], ["--bf16"], ["--no-bf16"])] == [None, True, False]
     assert len(decoded_by) == 2 and all("_original_forward" not in m.__dict__ and m.forward.__func__ is type(m).forward
                                         for m in decoded_by)
     assert [(r["preset"], r["seed"]) for r in runs] == [("transformer_abs", 1), ("transformer_abs", 2), (COMBO, 1), (COMBO, 2)]
@@ -127,7 +130,12 @@ def test_summary_writes_markdown_and_chart(setup):
     body = quality.main(["summary", *common, "--output", str(output)])
     text = output.read_text()
     assert "## Speed\nkept" in text and body in text
-    assert "| transformer_abs | 1,2 |" in text and f"| {COMBO} | 1,2 |" in text
+    runs = {preset: [json.loads(p.read_text()) for p in (root / "results").glob(f"*/{preset}/seed*.json")]
+            for preset in ("transformer_abs", COMBO)}
+    for preset, rs in runs.items():  # a seed trained in the other precision than the recipe's (fp32 here) is marked
+        seeds = ",".join(f"{r['seed']}{'†' if r['bf16'] else ''}" for r in sorted(rs, key=lambda r: r["seed"]))
+        assert f"| {preset} | {seeds} |" in text
+    assert ("† seed trained in the other precision" in text) == any(r["bf16"] for rs in runs.values() for r in rs)
     assert "p vs abs" in text and "python benchmarks/quality.py run" in text
     assert (root / "cards" / "quality_synthetic.src-tgt.png").stat().st_size > 1000
     assert "Not finished yet" in text and "transformer_abs seed 3" in text
