@@ -882,9 +882,10 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     other_precision = False
     for p in order:
         rs = by_preset[p]
+        preset_bf16 = bool(run_settings(recipe, p)[2].get("bf16"))
         seeds = []
         for r in sorted(rs, key=lambda r: r["seed"]):
-            mark = "†" if r.get("bf16", False) != bool(run_settings(recipe, p)[2].get("bf16")) else ""
+            mark = "†" if r.get("bf16", False) != preset_bf16 else ""
             other_precision |= bool(mark)
             seeds.append(f"{r['seed']}{mark}")
         cells = [p, ",".join(seeds),
