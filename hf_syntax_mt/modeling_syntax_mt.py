@@ -16,12 +16,13 @@ from torch.nn import functional as F
 
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
 from transformers.modeling_utils import PreTrainedModel
 from transformers.utils import logging
+from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_syntax_mt import SyntaxMTConfig
 
@@ -315,7 +316,7 @@ class SyntaxMTAttention(nn.Module):
         key_value_states=None,
         padding_mask=None,
         causal=False,
-        past_key_values=None,
+        cache=None,
         relation_terms=(),
         localized_log_mask=None,
         localized_heads=0,
@@ -341,18 +342,18 @@ class SyntaxMTAttention(nn.Module):
             (output (B, q, d), attention probabilities (B, H, q, k) or None, parse logits (B, q, k) or None)
         """
         query = self._project(hidden_states, self.q_proj)
-        cache = past_key_values
-        if isinstance(cache, EncoderDecoderCache):
-            cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
-        if self.is_cross_attention and cache is not None and past_key_values.is_updated.get(self.layer_idx):
-            key, value = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+        layer_cache = cache
+        if isinstance(layer_cache, EncoderDecoderCache):
+            layer_cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
+        if self.is_cross_attention and layer_cache is not None and cache.is_updated.get(self.layer_idx):
+            key, value = layer_cache.layers[self.layer_idx].keys, layer_cache.layers[self.layer_idx].values
         else:
             source = key_value_states if self.is_cross_attention else hidden_states
             key, value = self._project(source, self.k_proj), self._project(source, self.v_proj)
-            if cache is not None:
-                key, value = cache.update(key, value, self.layer_idx)
+            if layer_cache is not None:
+                key, value = layer_cache.update(key, value, self.layer_idx)
                 if self.is_cross_attention:
-                    past_key_values.is_updated[self.layer_idx] = True
+                    cache.is_updated[self.layer_idx] = True
 
         query_length, key_length = query.shape[2], key.shape[2]
         mask = None
@@ -574,7 +575,7 @@ class SyntaxMTDecoderLayer(SyntaxMTEncoderLayer):
         hidden_states,
         encoder_hidden_states,
         encoder_padding_mask,
-        past_key_values=None,
+        cache=None,
         relative_ids=None,
         output_attentions=False,
     ):
@@ -583,7 +584,7 @@ class SyntaxMTDecoderLayer(SyntaxMTEncoderLayer):
             hidden_states,
             self.self_attn_layer_norm,
             lambda x: self.self_attn(
-                x, causal=True, past_key_values=past_key_values, relation_terms=terms, need_weights=output_attentions
+                x, causal=True, cache=cache, relation_terms=terms, need_weights=output_attentions
             ),
         )
         hidden_states, (cross_probs, _) = self._residual(
@@ -593,7 +594,7 @@ class SyntaxMTDecoderLayer(SyntaxMTEncoderLayer):
                 x,
                 key_value_states=encoder_hidden_states,
                 padding_mask=encoder_padding_mask,
-                past_key_values=past_key_values,
+                cache=cache,
                 need_weights=output_attentions,
             ),
         )
@@ -784,7 +785,7 @@ class SyntaxMTDecoder(SyntaxMTStack):
         input_ids,
         encoder_hidden_states,
         encoder_attention_mask=None,
-        past_key_values=None,
+        cache=None,
         use_cache=False,
         output_attentions=False,
         output_hidden_states=False,
@@ -793,17 +794,17 @@ class SyntaxMTDecoder(SyntaxMTStack):
         config = self.config
         batch_size, length = input_ids.shape
         if self.training and any(layer.gradient_checkpointing for layer in self.layers):
-            if past_key_values is not None and past_key_values.get_seq_length() > 0:
+            if cache is not None and cache.get_seq_length() > 0:
                 raise ValueError(
                     "activation checkpointing recomputes the decoder layers in the backward pass and cannot continue "
-                    "a filled `past_key_values` cache; call model.eval() or model.activation_checkpointing_disable()"
+                    "a filled decoder `cache`; call model.eval() or model.activation_checkpointing_disable()"
                 )
             if use_cache:
                 logger.warning_once("`use_cache=True` is incompatible with activation checkpointing; using `use_cache=False`")
-            use_cache, past_key_values = False, None
-        if use_cache and past_key_values is None:
-            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+            use_cache, cache = False, None
+        if use_cache and cache is None:
+            cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        past_length = cache.get_seq_length() if cache is not None else 0
         hidden_states = self.embed(input_ids, past_length=past_length, side="target")
         relative_ids = None
         if config.relative_positions:
@@ -818,7 +819,7 @@ class SyntaxMTDecoder(SyntaxMTStack):
                 hidden_states,
                 encoder_hidden_states,
                 encoder_padding_mask,
-                past_key_values=past_key_values,
+                cache=cache,
                 relative_ids=relative_ids,
                 output_attentions=output_attentions,
             )
@@ -831,7 +832,7 @@ class SyntaxMTDecoder(SyntaxMTStack):
         all_hidden_states.append(hidden_states)
         return (
             hidden_states,
-            past_key_values if use_cache else None,
+            cache if use_cache else None,
             tuple(all_hidden_states) if output_hidden_states else None,
             tuple(self_attentions) if output_attentions else None,
             tuple(cross_attentions) if output_attentions else None,
@@ -865,13 +866,14 @@ class SyntaxMTModel(SyntaxMTPreTrainedModel):
     def get_encoder(self):
         return self.encoder
 
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
         self,
         input_ids=None,
         attention_mask=None,
         decoder_input_ids=None,
         encoder_outputs=None,
-        past_key_values=None,
+        cache=None,
         source_heads=None,
         source_distances=None,
         use_cache=None,
@@ -893,18 +895,18 @@ class SyntaxMTModel(SyntaxMTPreTrainedModel):
         elif not isinstance(encoder_outputs, SyntaxMTEncoderOutput):
             encoder_outputs = SyntaxMTEncoderOutput(*encoder_outputs)
         use_cache = self.config.use_cache if use_cache is None else use_cache
-        hidden, cache, hidden_states, self_attentions, cross_attentions, decoder_parse_logits = self.decoder(
+        hidden, new_cache, hidden_states, self_attentions, cross_attentions, decoder_parse_logits = self.decoder(
             decoder_input_ids,
             encoder_outputs.last_hidden_state,
             attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
         return SyntaxMTModelOutput(
             last_hidden_state=hidden,
-            past_key_values=cache,
+            cache=new_cache,
             decoder_hidden_states=hidden_states,
             decoder_attentions=self_attentions,
             cross_attentions=cross_attentions,
@@ -946,13 +948,14 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
     def set_output_embeddings(self, value):
         self.lm_head = value
 
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
         self,
         input_ids=None,
         attention_mask=None,
         decoder_input_ids=None,
         encoder_outputs=None,
-        past_key_values=None,
+        cache=None,
         labels=None,
         source_heads=None,
         source_distances=None,
@@ -990,7 +993,7 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
             attention_mask=attention_mask,
             decoder_input_ids=decoder_input_ids,
             encoder_outputs=encoder_outputs,
-            past_key_values=past_key_values,
+            cache=cache,
             source_heads=source_heads,
             source_distances=source_distances,
             use_cache=use_cache,
@@ -1021,7 +1024,7 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
         return SyntaxMTSeq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            cache=outputs.cache,
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,

@@ -60,18 +60,18 @@ def test_checkpointing_turns_the_decoder_cache_off_in_training():
     decoder_input_ids = torch.tensor([[0, 5, 6], [0, 7, 8]])
     out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                 decoder_input_ids=decoder_input_ids, use_cache=True)
-    assert out.past_key_values is None
+    assert out.cache is None
     model.activation_checkpointing_disable()
     reference = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                       decoder_input_ids=decoder_input_ids, use_cache=False)
     torch.testing.assert_close(out.logits, reference.logits)
 
     filled = model.eval()(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                          decoder_input_ids=decoder_input_ids[:, :2], use_cache=True).past_key_values
+                          decoder_input_ids=decoder_input_ids[:, :2], use_cache=True).cache
     model.train().activation_checkpointing_enable()
-    with pytest.raises(ValueError, match="cannot continue a filled `past_key_values` cache"):
+    with pytest.raises(ValueError, match="cannot continue a filled decoder `cache`"):
         model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-              decoder_input_ids=decoder_input_ids[:, 2:], past_key_values=filled, use_cache=True)
+              decoder_input_ids=decoder_input_ids[:, 2:], cache=filled, use_cache=True)
 
 
 def test_trainer_with_activation_checkpointing_follows_the_plain_run():

@@ -296,12 +296,29 @@ def test_cached_decoding_equals_full_forward(preset):
                 encoder_outputs=encoder_outputs,
                 attention_mask=batch["attention_mask"],
                 decoder_input_ids=decoder_input_ids[:, t : t + 1],
-                past_key_values=past,
+                cache=past,
                 use_cache=True,
             )
-            past = out.past_key_values
+            past = out.cache
             steps.append(out.logits)
     assert torch.allclose(full, torch.cat(steps, 1), atol=1e-5)
+
+
+def test_deprecated_past_key_values_keyword_still_continues_the_cache():
+    """transformers 5.24 renamed the cache argument to `cache`; code passing `past_key_values=` keeps working."""
+    torch.manual_seed(0)
+    model = SyntaxMTForConditionalGeneration(tiny_config("transformer_rel")).eval()
+    batch = random_batch([6, 5], seed=2)
+    decoder_input_ids = torch.tensor([[0, 5, 6, 7], [0, 8, 9, 10]])
+    with torch.no_grad():
+        full = model(**batch, decoder_input_ids=decoder_input_ids, use_cache=False).logits
+        first = model(**batch, decoder_input_ids=decoder_input_ids[:, :2], use_cache=True)
+        assert first.cache.get_seq_length() == 2
+        for keyword in ("cache", "past_key_values"):
+            cache = model(**batch, decoder_input_ids=decoder_input_ids[:, :2], use_cache=True).cache
+            rest = model(**batch, decoder_input_ids=decoder_input_ids[:, 2:], use_cache=True, **{keyword: cache})
+            assert rest.cache.get_seq_length() == 4, keyword
+            assert torch.allclose(rest.logits, full[:, 2:], atol=1e-5), keyword
 
 
 @pytest.mark.parametrize("preset", ALL_PRESETS)
