@@ -642,12 +642,12 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     }
     if out["dev_greedy_bleu_trainer"] is not None and abs(out["dev_greedy_bleu_trainer"] - direct_greedy["bleu"]) > 0.01:
         # the Trainer's references are the labels, cut at max_target_length tokens; the direct pass scores the full lines
-        truncated = sum(len(ids) >= recipe["max_target_length"] for ids in result.datasets["validation"]["labels"])
+        labels, limit = result.datasets["validation"]["labels"], recipe["max_target_length"]
+        truncated = sum(len(ids) >= limit for ids in labels)
+        cut_note = (f" ({truncated} of {len(labels)} dev references fill max_target_length={limit} tokens: "
+                    "the Trainer scores them cut there, the direct pass in full)") if truncated else ""
         logger.warning("Trainer dev BLEU %.2f != direct greedy generate %.2f: check the eval order%s",
-                       out["dev_greedy_bleu_trainer"], direct_greedy["bleu"],
-                       f" ({truncated} of {len(result.datasets['validation'])} dev references fill max_target_length="
-                       f"{recipe['max_target_length']} tokens: the Trainer scores them cut there, the direct pass in full)"
-                       if truncated else "")
+                       out["dev_greedy_bleu_trainer"], direct_greedy["bleu"], cut_note)
     result_path.parent.mkdir(parents=True, exist_ok=True)
     result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     logger.info("wrote %s: dev BLEU %.2f (beam %d)", result_path, out["dev"]["bleu"], recipe["final_num_beams"])

@@ -343,7 +343,7 @@ class SyntaxMTAttention(nn.Module):
         """
         query = self._project(hidden_states, self.q_proj)
         layer_cache = cache
-        if isinstance(layer_cache, EncoderDecoderCache):
+        if isinstance(cache, EncoderDecoderCache):
             layer_cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
         if self.is_cross_attention and layer_cache is not None and cache.is_updated.get(self.layer_idx):
             key, value = layer_cache.layers[self.layer_idx].keys, layer_cache.layers[self.layer_idx].values

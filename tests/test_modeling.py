@@ -312,10 +312,9 @@ def test_deprecated_past_key_values_keyword_still_continues_the_cache():
     decoder_input_ids = torch.tensor([[0, 5, 6, 7], [0, 8, 9, 10]])
     with torch.no_grad():
         full = model(**batch, decoder_input_ids=decoder_input_ids, use_cache=False).logits
-        first = model(**batch, decoder_input_ids=decoder_input_ids[:, :2], use_cache=True)
-        assert first.cache.get_seq_length() == 2
         for keyword in ("cache", "past_key_values"):
             cache = model(**batch, decoder_input_ids=decoder_input_ids[:, :2], use_cache=True).cache
+            assert cache.get_seq_length() == 2
             rest = model(**batch, decoder_input_ids=decoder_input_ids[:, 2:], use_cache=True, **{keyword: cache})
             assert rest.cache.get_seq_length() == 4, keyword
             assert torch.allclose(rest.logits, full[:, 2:], atol=1e-5), keyword
