@@ -30,7 +30,11 @@ with the spaces removed (natural Japanese, which it was trained on; on spaced te
 the KyTea cuts and the parses get worse), and each word's span is mapped back into the spaced
 text (`DespacedSpacyAnnotator`). A GiNZA word may then cover a space (KyTea `送 っ` = Sudachi
 `送っ`): its subwords all belong to that word, as the alignment rule in `hf_syntax_mt.syntax`
-says; `parse` prints how many parser words got no subword of their own.
+says; `parse` prints how many parser words got no subword of their own. A recipe's `source_spacing`
+(`hf_syntax_mt.syntax.spacing`, recorded in every run's config) says what source text the models
+read: "segmented" (the corpus's spaces kept: runs comparable with the earlier grid, but the models
+need segmented input), or "despace_cjk" (the source lines lose the spaces next to CJK characters as
+they are read, before the tokenizer is trained and the text is parsed: models for natural text).
 
 Summary statistics: mean ± sample std over seeds; paired bootstrap resampling (Koehn 2004) over
 dev sentences with 1,000 samples: in each sample every system's score is the mean over its seeds
@@ -63,7 +67,7 @@ sys.path.insert(0, str(REPO))
 
 from results_md import marked, write_section  # noqa: E402  (benchmarks/ is on sys.path with this script)
 from hf_syntax_mt.syntax import (  # noqa: E402
-    Annotation, Annotator, PreParsedAnnotator, SpacyAnnotator, locate_words, read_conllu,
+    Annotation, Annotator, PreParsedAnnotator, SpacyAnnotator, apply_source_spacing, locate_words, read_conllu,
 )
 
 logger = logging.getLogger("quality")
@@ -354,10 +358,17 @@ class Corpus:
         self.parse_dir = Path(runs_dir) / "parse_cache"
         data = recipe["data"]
         self.paths = {split: [resolve(recipe, p) for p in data[split]] for split in ("train", "dev")}
-        self.texts = {split: read_pair(*self.paths[split], limit=lim)
-                      for split, lim in (("train", train_limit), ("dev", dev_limit))}
+        self.source_spacing = recipe.get("source_spacing", "as_is")
+        self.texts = {}
+        for split, limit in (("train", train_limit), ("dev", dev_limit)):
+            source, target = read_pair(*self.paths[split], limit=limit)
+            self.texts[split] = (self.prepare_sources(source), target)
         self._tokenizer = None
         self._parses: dict = {}
+
+    def prepare_sources(self, lines: list[str]) -> list[str]:
+        """Source lines as the recipe's models read them (`source_spacing`)."""
+        return [apply_source_spacing(line, self.source_spacing) for line in lines]
 
     @property
     def tokenizer(self):
@@ -431,6 +442,7 @@ def translate(model, tokenizer, sources: list[str], annotations: Optional[list[A
         needs_source_heads=config.dependency_relations is not None,
         needs_source_distances=config.needs_source_distances,
         max_source_length=max_source_length, distance_source=config.distance_source,
+        source_spacing=config.source_spacing,
     )
     needs_parse = processor.needs_source_parse
     model.eval()
@@ -539,6 +551,7 @@ def evaluate_sets(model, tokenizer, corpus: Corpus, sets: dict, out_prefix: Path
             src, refs = corpus.texts["dev"]
         else:
             src, refs = read_pair(src_path, tgt_path)
+            src = corpus.prepare_sources(src)
         annotations = None
         if model.config.needs_parser_at_inference:
             annotations = corpus.parses(src, "source", src_path)
@@ -583,6 +596,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         train_file=str(corpus.paths["train"][0]), validation_file=str(corpus.paths["dev"][0]),
         max_source_length=recipe["max_source_length"], max_target_length=recipe["max_target_length"],
         bleu_tokenize=recipe["bleu_tokenize"], cache_dir=str(Path(args.runs_dir) / "feature_cache"),
+        source_spacing=corpus.source_spacing,
     )
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "quality_run.json").write_text(json.dumps({"recipe": recipe["name"], "preset": preset, "seed": seed}))

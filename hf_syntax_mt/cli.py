@@ -102,8 +102,9 @@ def cmd_annotate(args) -> int:
     processor = None
     if tokenizer is not None:
         processor = SyntaxFeatureProcessor(tokenizer, needs_source_heads=True, needs_source_distances=True,
-                                           distance_source=args.distance_source)
-    annotations = annotator.annotate(lines)
+                                           distance_source=args.distance_source,
+                                           source_spacing=getattr(config, "source_spacing", "as_is"))
+    annotations = annotator.annotate(processor.prepare_sources(lines) if processor is not None else lines)
     for number, (line, a) in enumerate(zip(lines, annotations), 1):
         row = {"line": number, "text": line, "words": a.words, "heads": a.heads, "deprels": a.deprels,
                "sentence_ids": a.sentence_ids, "trees": a.trees}

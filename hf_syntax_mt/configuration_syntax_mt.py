@@ -13,6 +13,7 @@ from transformers import PretrainedConfig
 DEPENDENCY_SCHEMES = (None, "depth", "labeled")
 RELATION_COMBINATIONS = ("sum", "concat_linear")
 DISTANCE_SOURCES = ("auto", "constituency", "dependency", "flat")  # as syntax.annotation (no parser imports here)
+SOURCE_SPACINGS = ("as_is", "despace_cjk", "segmented")  # as syntax.spacing
 
 _REL = {"relative_positions": True}
 _DEP = {"dependency_relations": "depth", "relation_combination": "sum"}
@@ -69,6 +70,10 @@ class SyntaxMTConfig(PretrainedConfig):
       `distance_source`: how those distances come from a parse ("constituency" trees, the
       "dependency" tree, or "auto": trees when the parser gives them; "flat": a flat tree over
       the words, the no-syntax control), the same in training and at inference.
+    - `source_spacing`: how source text is spaced before parsing and tokenizing, in training and at
+      inference (`hf_syntax_mt.syntax.spacing`): `"as_is"`, `"despace_cjk"` (whitespace next to CJK
+      characters removed, so natural and segmented Japanese/Chinese read alike) or `"segmented"`
+      (trained on space-segmented CJK text; the pipeline warns about unsegmented input).
     - `parser`: the annotator settings recorded for the pipeline (a dict, or `None`).
     """
 
@@ -117,6 +122,7 @@ class SyntaxMTConfig(PretrainedConfig):
         sla_heads=2,
         sla_tau=10.0,
         distance_source="auto",
+        source_spacing="as_is",
         preset=None,
         parser=None,
         use_cache=True,
@@ -163,6 +169,7 @@ class SyntaxMTConfig(PretrainedConfig):
         self.sla_heads = sla_heads
         self.sla_tau = sla_tau
         self.distance_source = distance_source
+        self.source_spacing = source_spacing
         self.preset = preset
         self.parser = parser
         self.use_cache = use_cache
@@ -194,6 +201,8 @@ class SyntaxMTConfig(PretrainedConfig):
             )
         if self.distance_source not in DISTANCE_SOURCES:
             raise ValueError(f"distance_source={self.distance_source!r}; expected one of {DISTANCE_SOURCES}")
+        if self.source_spacing not in SOURCE_SPACINGS:
+            raise ValueError(f"source_spacing={self.source_spacing!r}; expected one of {SOURCE_SPACINGS}")
         if self.max_relative_position < 1 or self.max_dependency_distance < 1:
             raise ValueError("max_relative_position and max_dependency_distance must be >= 1")
         for name, layer, count in (

@@ -19,7 +19,17 @@ from typing import Optional, Sequence, Union
 import torch
 from transformers import BatchEncoding, DataCollatorForSeq2Seq
 
-from .syntax import IGNORE_INDEX, LARGE_DISTANCE, Annotation, Annotator, load_annotator, token_features
+from .syntax import (
+    IGNORE_INDEX,
+    LARGE_DISTANCE,
+    SOURCE_SPACINGS,
+    Annotation,
+    Annotator,
+    apply_source_spacing,
+    despace_cjk_positions,
+    load_annotator,
+    token_features,
+)
 
 SYNTAX_FEATURES = {"source_heads": IGNORE_INDEX, "source_distances": LARGE_DISTANCE, "target_heads": IGNORE_INDEX}
 """Syntax feature names and their padding values."""
@@ -38,6 +48,9 @@ class SyntaxFeatureProcessor:
         distance_source: "auto" (constituency trees when the parser gives them, else derived from
             the dependency tree), "constituency", "dependency" or "flat" (no syntax: every word gap
             alike, see ``Annotation.word_distances``).
+        source_spacing: "as_is", "despace_cjk" (whitespace next to CJK characters is removed from
+            every source text before it is parsed and tokenized) or "segmented" (the text is used
+            as given); see ``hf_syntax_mt.syntax.spacing``.
     """
 
     def __init__(
@@ -52,7 +65,10 @@ class SyntaxFeatureProcessor:
         max_source_length: Optional[int] = None,
         max_target_length: Optional[int] = None,
         distance_source: str = "auto",
+        source_spacing: str = "as_is",
     ):
+        if source_spacing not in SOURCE_SPACINGS:
+            raise ValueError(f"source_spacing={source_spacing!r}; expected one of {SOURCE_SPACINGS}")
         if not getattr(tokenizer, "is_fast", False):
             raise ValueError("SyntaxFeatureProcessor needs a fast tokenizer (offset mappings align parser words)")
         self.tokenizer = tokenizer
@@ -64,19 +80,36 @@ class SyntaxFeatureProcessor:
         self.max_source_length = max_source_length
         self.max_target_length = max_target_length
         self.distance_source = distance_source
+        self.source_spacing = source_spacing
 
     @classmethod
     def from_config(cls, config, tokenizer, annotator=None, **kwargs) -> "SyntaxFeatureProcessor":
         """Features as ``config.needs_*`` asks; the annotator defaults to ``config.parser``, the
-        distance source to ``config.distance_source``."""
+        distance source to ``config.distance_source``, the spacing to ``config.source_spacing``."""
         return cls(
             tokenizer,
             annotator if annotator is not None else getattr(config, "parser", None),
             needs_source_heads=config.needs_source_heads,
             needs_source_distances=config.needs_source_distances,
             needs_target_heads=config.needs_target_heads,
-            **{"distance_source": getattr(config, "distance_source", "auto"), **kwargs},
+            **{"distance_source": getattr(config, "distance_source", "auto"),
+               "source_spacing": getattr(config, "source_spacing", "as_is"), **kwargs},
         )
+
+    def prepare_sources(self, texts: Sequence[str]) -> list[str]:
+        """The source texts as the model reads them (``source_spacing`` applied)."""
+        return [apply_source_spacing(t, self.source_spacing) for t in texts]
+
+    def prepare_source_annotation(self, annotation: Annotation) -> Annotation:
+        """A source annotation carried over to its text as the model reads it (spans re-indexed)."""
+        if self.source_spacing != "despace_cjk":
+            return annotation
+        text, index = despace_cjk_positions(annotation.text)
+        if text == annotation.text:
+            return annotation
+        spans = [None if span is None else (index[span[0]], index[span[1] - 1] + 1) for span in annotation.spans]
+        return Annotation(text, annotation.words, spans, annotation.heads, annotation.deprels,
+                          annotation.sentence_ids, annotation.trees)
 
     @property
     def needs_source_parse(self) -> bool:
@@ -138,8 +171,11 @@ class SyntaxFeatureProcessor:
             text_target = [text_target]
         if text is None and annotations is None:
             raise ValueError("give source texts or source annotations")
+        if text is not None:
+            text = self.prepare_sources(text)
         if annotations is not None or self.needs_source_parse:
-            annotations = self._annotations(text, annotations, self.annotator, "source")
+            annotations = [self.prepare_source_annotation(a)
+                           for a in self._annotations(text, annotations, self.annotator, "source")]
         out = self._encode(
             text,
             annotations,
@@ -194,6 +230,7 @@ def add_syntax_features(
     target_heads: bool = False,
     target_annotator: Union[None, dict, Annotator] = None,
     distance_source: str = "auto",
+    source_spacing: str = "as_is",
 ) -> dict:
     """``Dataset.map(add_syntax_features, batched=True, fn_kwargs={...})``: tokenize the source
     (and the target as ``labels``), parse, align and attach the requested syntax features.
@@ -212,6 +249,7 @@ def add_syntax_features(
         max_source_length=max_source_length,
         max_target_length=max_target_length,
         distance_source=distance_source,
+        source_spacing=source_spacing,
     )
     sources = _column(batch, source_column)
     targets = _column(batch, target_column) if target_column is not None else None

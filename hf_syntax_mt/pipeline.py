@@ -26,7 +26,7 @@ from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .data import SyntaxFeatureProcessor
-from .syntax import Annotation, Annotator, load_annotator
+from .syntax import Annotation, Annotator, load_annotator, unsegmented_lines
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,7 @@ class SyntaxTranslationPipeline(Pipeline):
             needs_source_distances=bool(getattr(config, "needs_source_distances", False)),
             needs_target_heads=False,
             distance_source=getattr(config, "distance_source", "auto"),
+            source_spacing=getattr(config, "source_spacing", "as_is"),
         )
 
     def _sanitize_parameters(self, annotator=None, **generate_kwargs):
@@ -105,6 +106,13 @@ class SyntaxTranslationPipeline(Pipeline):
                 raise ValueError(f"input {offset + i} is {type(text).__name__}, expected a string")
             if not text.strip():
                 errors[i] = "empty input line"
+        texts = self.processor.prepare_sources(texts)
+        if self.processor.source_spacing == "segmented":
+            for i in unsegmented_lines(texts):
+                logger.warning(
+                    "line %d has no spaces between its CJK characters, but this model was trained on space-segmented "
+                    "text (config.source_spacing='segmented'): segment it as the training data was, or use a model "
+                    "trained on natural text (source_spacing='despace_cjk')", offset + i + 1)
         keep = [i for i in range(len(texts)) if i not in errors]
         limit = self.model.config.max_position_embeddings
         for i, ids in zip(keep, self.tokenizer([texts[i] for i in keep])["input_ids"] if keep else []):

@@ -59,7 +59,16 @@ from transformers.trainer_utils import (
 
 from .configuration_syntax_mt import SyntaxMTConfig
 from .data import DataCollatorForSyntaxSeq2Seq, add_syntax_features
-from .syntax import Annotator, PreParsedAnnotator, SpacyAnnotator, StanzaAnnotator, read_conllu
+from .syntax import (
+    SOURCE_SPACINGS,
+    Annotator,
+    PreParsedAnnotator,
+    SpacyAnnotator,
+    StanzaAnnotator,
+    apply_source_spacing,
+    detect_source_spacing,
+    read_conllu,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -149,6 +158,14 @@ class DataArguments:
     overwrite_cache: bool = field(default=False, metadata={"help": "Recompute cached features"})
     cache_dir: Optional[str] = field(
         default=None, metadata={"help": "Feature cache for local files (default: the datasets cache)"}
+    )
+    source_spacing: str = field(
+        default="auto",
+        metadata={"help": "How source text is spaced, recorded in the config and applied at inference: 'despace_cjk' "
+                  "(remove whitespace next to CJK characters, so the model reads natural Japanese/Chinese and "
+                  "segmented input alike), 'as_is', 'segmented' (keep a segmented corpus's spaces; the model then "
+                  "expects segmented input), or 'auto' (despace_cjk when the training source contains CJK text, "
+                  "else as_is; a continued model keeps its own)"},
     )
 
 
@@ -580,6 +597,31 @@ def _tokenizer_signature(tokenizer) -> list:
     return [state, tokenizer.model_max_length, tokenizer.padding_side, tokenizer.truncation_side]
 
 
+def _source_spacing(data_args: DataArguments, raw, config, *, continuing: bool) -> str:
+    """`--source_spacing`, checked: a continued model keeps the spacing it was trained with, and
+    "auto" detects CJK training text (`hf_syntax_mt.syntax.spacing`)."""
+    asked = data_args.source_spacing
+    if asked != "auto" and asked not in SOURCE_SPACINGS:
+        raise ValueError(f"--source_spacing {asked}: expected auto or one of {', '.join(SOURCE_SPACINGS)}")
+    if continuing:
+        if asked not in ("auto", config.source_spacing):
+            raise ValueError(f"--source_spacing {asked}, but the model being continued was trained with "
+                             f"source_spacing={config.source_spacing!r}: drop --source_spacing")
+        return config.source_spacing
+    if asked != "auto":
+        return asked
+    if "train" not in raw:
+        return "as_is"
+    src_col, _ = text_columns(raw["train"], data_args)
+    sample = column_texts(raw["train"].select(range(min(2000, len(raw["train"])))), src_col)
+    spacing = detect_source_spacing(sample)
+    if spacing == "despace_cjk":
+        logger.info("the training source is CJK text: source_spacing='despace_cjk' (whitespace next to CJK characters "
+                    "is removed in training and at inference, so the model reads natural and segmented text alike; "
+                    "--source_spacing segmented keeps a segmented corpus's spaces)")
+    return spacing
+
+
 def cpu_has_native_bf16() -> bool:
     """Whether oneDNN has bf16 kernels for this CPU (AVX512 / AVX512-BF16 / AMX). Elsewhere (e.g. AVX2 only)
     bf16 autocast is emulated: training steps measured 21x slower than fp32 on an AVX2 AMD EPYC."""
@@ -625,6 +667,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         config = SyntaxMTConfig.from_preset(model_args.preset, **parse_config_overrides(model_args.config_overrides))
         model = None
 
+    config.source_spacing = _source_spacing(data_args, raw, config, continuing=model is not None)
+
     if model_args.distance_source != "auto":
         config.distance_source = model_args.distance_source  # recorded: translation derives distances alike
 
@@ -667,7 +711,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         texts = None
         if "train" in raw:
             src_col, tgt_col = text_columns(raw["train"], data_args)
-            texts = column_texts(raw["train"], src_col) + column_texts(raw["train"], tgt_col)
+            sources = [apply_source_spacing(t, config.source_spacing) for t in column_texts(raw["train"], src_col)]
+            texts = sources + column_texts(raw["train"], tgt_col)
         with training_args.main_process_first(desc="tokenizer"):
             tokenizer = _load_tokenizer(model_args, training_args, texts)
     if model is None:
@@ -702,6 +747,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
             target_heads=config.needs_target_heads,
             target_annotator=split_target_annotator if config.needs_target_heads else None,
             distance_source=config.distance_source,
+            source_spacing=config.source_spacing,
         )
         map_kwargs = dict(batched=True, fn_kwargs=fn_kwargs, remove_columns=dataset.column_names,
                           num_proc=data_args.preprocessing_num_workers,

@@ -16,6 +16,14 @@ from .distance import (
     tree_to_bracketed,
 )
 from .evaluation import attachment_scores
+from .spacing import (
+    SOURCE_SPACINGS,
+    apply_source_spacing,
+    despace_cjk,
+    despace_cjk_positions,
+    detect_source_spacing,
+    unsegmented_lines,
+)
 from .trees import (
     IGNORE_INDEX,
     depths,
@@ -31,6 +39,7 @@ __all__ = [
     "IGNORE_INDEX",
     "LARGE_DISTANCE",
     "SENTENCE_DISTANCE",
+    "SOURCE_SPACINGS",
     "Annotation",
     "Annotator",
     "BracketTree",
@@ -38,10 +47,14 @@ __all__ = [
     "SpacyAnnotator",
     "StanzaAnnotator",
     "align_tokens_to_words",
+    "apply_source_spacing",
     "annotation_from_spacy",
     "attachment_scores",
     "annotation_from_stanza",
     "dependency_to_distance",
+    "despace_cjk",
+    "despace_cjk_positions",
+    "detect_source_spacing",
     "depths",
     "fill_subword_distances",
     "labeled_relation_matrix",
@@ -59,5 +72,6 @@ __all__ = [
     "tree_leaves",
     "tree_roots",
     "tree_to_bracketed",
+    "unsegmented_lines",
     "validate_heads",
 ]
