@@ -380,13 +380,15 @@ class Corpus:
 
             src, tgt = self.texts["train"]
             split = self.recipe.get("split_punctuation", False)
-            path = self.root / f"tokenizer-{text_sha(src + tgt)[:12]}-{self.recipe['vocab_size']}{'-punct' if split else ''}"
+            scripts = self.recipe.get("split_cjk_scripts", False)
+            path = self.root / (f"tokenizer-{text_sha(src + tgt)[:12]}-{self.recipe['vocab_size']}"
+                                f"{'-punct' if split else ''}{'-cjk' if scripts else ''}")
             if (path / "tokenizer.json").is_file():
                 self._tokenizer = AutoTokenizer.from_pretrained(path)
             else:
                 logger.info("training the joint BPE tokenizer (%d) on %d pairs", self.recipe["vocab_size"], len(src))
                 self._tokenizer = train_joint_bpe_tokenizer(src + tgt, vocab_size=self.recipe["vocab_size"],
-                                                            split_punctuation=split)
+                                                            split_punctuation=split, split_cjk_scripts=scripts)
                 self._tokenizer.save_pretrained(path)
         return self._tokenizer
 

@@ -8,7 +8,13 @@ Pipeline of the trained `tokenizers.Tokenizer`:
   (e.g. raw Japanese) is one "word" for BPE, as in sentencepiece. With `split_punctuation=True`
   every punctuation character (Unicode category P) is then split off as a piece of its own,
   keeping a "▁" before it, so "shirt." is "▁shirt" + "." — on raw text this keeps a parser's
-  punctuation words from sharing a subword with the word before them;
+  punctuation words from sharing a subword with the word before them. With
+  `split_cjk_scripts=True` a text is also cut where its script changes between Han, hiragana,
+  katakana and punctuation (the "▁" stays with the piece after it), so on unspaced Japanese
+  "私は赤い車を買った。" BPE learns pieces such as "▁私" "は" "赤" "い" "車" "を" "買" "った" "。"
+  instead of merging particles into the words before them ("車を", "買った。"): on ja→en dev
+  (small_parallel_enja, 300 sentences) 25% of GiNZA's words get no subword of their own against 45%
+  without the cut, so the parser's trees survive the subword alignment;
 - model: BPE with `<unk>` for characters never seen in training (no byte fallback);
 - post-processor: `$A </s>` and `$A </s> $B </s>`;
 - decoder: Metaspace ("▁" → space, leading space removed), so `decode` gives clean text with
@@ -25,6 +31,8 @@ from transformers import PreTrainedTokenizerFast
 
 
 SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
+CJK_SCRIPT_RUN = r"▁?(?:\p{Han}+|\p{Hiragana}+|[\p{Katakana}ー]+|\p{P})"
+"""One piece of `split_cjk_scripts`: a run of one CJK script, or one punctuation character."""
 
 
 def train_joint_bpe_tokenizer(
@@ -34,6 +42,7 @@ def train_joint_bpe_tokenizer(
     model_max_length: int = 512,
     normalization: str | None = "NFKC",
     split_punctuation: bool = False,
+    split_cjk_scripts: bool = False,
     show_progress: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Train a BPE tokenizer on `texts` (pass source and target sentences together for a joint
@@ -41,7 +50,8 @@ def train_joint_bpe_tokenizer(
 
     `vocab_size` counts the special tokens; the vocabulary is smaller when the texts allow no
     more merges of at least `min_frequency` occurrences. `normalization` is "NFKC", "NFC" or None.
-    `split_punctuation` isolates each punctuation character before BPE (see the module docstring).
+    `split_punctuation` isolates each punctuation character before BPE, `split_cjk_scripts` cuts at
+    every change of CJK script (see the module docstring).
     """
     if vocab_size <= len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
@@ -67,6 +77,8 @@ def train_joint_bpe_tokenizer(
     splitters = [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")]
     if split_punctuation:
         splitters.append(pre_tokenizers.Split(Regex(r"▁?\p{P}"), behavior="isolated"))
+    if split_cjk_scripts:
+        splitters.append(pre_tokenizers.Split(Regex(CJK_SCRIPT_RUN), behavior="isolated"))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(splitters)
     tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
     trainer = trainers.BpeTrainer(

@@ -561,9 +561,10 @@ def _check_checkpoint_config(checkpoint: str, config) -> None:
         )
 
 
-def _load_tokenizer(model_args: ModelArguments, training_args, train_texts):
+def _load_tokenizer(model_args: ModelArguments, training_args, train_texts, split_cjk_scripts: bool = False):
     """--tokenizer_name, else the tokenizer of --model_name_or_path (its embeddings index that
-    vocabulary), else the one saved in output_dir by the run being resumed, else a new joint BPE."""
+    vocabulary), else the one saved in output_dir by the run being resumed, else a new joint BPE
+    (cut at CJK script changes when the source is despaced CJK text)."""
     from .tokenization import train_joint_bpe_tokenizer
 
     name = model_args.tokenizer_name or model_args.model_name_or_path
@@ -582,7 +583,8 @@ def _load_tokenizer(model_args: ModelArguments, training_args, train_texts):
         raise ValueError("no tokenizer given (--tokenizer_name) and no training data to train one on")
     logger.info("training a joint BPE tokenizer (vocab_size=%d)", model_args.vocab_size)
     return train_joint_bpe_tokenizer(
-        train_texts, vocab_size=model_args.vocab_size, split_punctuation=model_args.split_punctuation
+        train_texts, vocab_size=model_args.vocab_size, split_punctuation=model_args.split_punctuation,
+        split_cjk_scripts=split_cjk_scripts,
     )
 
 
@@ -714,7 +716,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
             sources = [apply_source_spacing(t, config.source_spacing) for t in column_texts(raw["train"], src_col)]
             texts = sources + column_texts(raw["train"], tgt_col)
         with training_args.main_process_first(desc="tokenizer"):
-            tokenizer = _load_tokenizer(model_args, training_args, texts)
+            tokenizer = _load_tokenizer(model_args, training_args, texts,
+                                        split_cjk_scripts=config.source_spacing == "despace_cjk")
     if model is None:
         config.vocab_size = len(tokenizer)
         config.pad_token_id = tokenizer.pad_token_id
