@@ -207,8 +207,10 @@ class SpacyAnnotator(Annotator):
 class PreParsedAnnotator(Annotator):
     """Looks texts up among existing annotations (gold treebanks, parses made elsewhere).
 
-    A text matches an annotation with the same text, ignoring leading/trailing whitespace;
-    an unknown text raises ``ValueError``.
+    A text matches an annotation with the same text, ignoring leading/trailing whitespace, or
+    else one whose text differs only in whitespace (a segmented treebank looked up by the
+    despaced text a ``source_spacing="despace_cjk"`` model reads; ``SyntaxFeatureProcessor``
+    re-indexes its spans); an unknown text raises ``ValueError``.
     """
 
     name = "preparsed"
@@ -216,6 +218,7 @@ class PreParsedAnnotator(Annotator):
     def __init__(self, annotations: Sequence[Annotation]):
         self.annotations = list(annotations)
         self._index = {a.text.strip(): a for a in self.annotations}
+        self._unspaced_index = {"".join(a.text.split()): a for a in self.annotations}
 
     @classmethod
     def from_conllu(cls, source: Union[str, Path], trees: Optional[Sequence] = None) -> "PreParsedAnnotator":
@@ -234,7 +237,7 @@ class PreParsedAnnotator(Annotator):
     def _annotate(self, texts: list[str]) -> list[Annotation]:
         out = []
         for t in texts:
-            a = self._index.get(t.strip())
+            a = self._index.get(t.strip()) or self._unspaced_index.get("".join(t.split()))
             if a is None:
                 raise ValueError(f"no pre-parsed annotation for text {t[:80]!r}")
             out.append(a)
