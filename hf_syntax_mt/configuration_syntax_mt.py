@@ -70,6 +70,17 @@ class SyntaxMTConfig(PretrainedConfig):
       `distance_source`: how those distances come from a parse ("constituency" trees, the
       "dependency" tree, or "auto": trees when the parser gives them; "flat": a flat tree over
       the words, the no-syntax control), the same in training and at inference.
+    - `self_parsing` (SPEC §9): the model carries its own source parser and needs no external one at
+      inference. A parse module of `self_parsing_layers` encoder layers without any tree term
+      (the embeddings shared with the encoder, absolute and, when on, relative positions) and
+      bi-affine arc scores on top (SPEC §5) runs before the encoder; when no
+      `source_heads` are given its scores are decoded into a single-root tree per sentence
+      (maximum spanning tree, `hf_syntax_mt.tree_decoding`) that the dependency relation terms read.
+      Training reads the parser's trees (`source_heads`) in the relation terms and adds
+      `self_parsing_loss_weight` · CE(parse scores, parser's heads) to the loss. Cost: the parse
+      module adds `self_parsing_layers` / `encoder_layers` of the encoder's FLOPs (plus the arc
+      scores: two d_model × d_k projections per token and one d_k × d_k bilinear form per token pair). Needs dependency relations; SLA distances are not
+      derived from the predicted tree yet.
     - `source_spacing`: how source text is spaced before parsing and tokenizing, in training and at
       inference (`hf_syntax_mt.syntax.spacing`): `"as_is"`, `"despace_cjk"` (whitespace next to CJK
       characters removed, so natural and segmented Japanese/Chinese read alike) or `"segmented"`
@@ -123,6 +134,9 @@ class SyntaxMTConfig(PretrainedConfig):
         sla_tau=10.0,
         distance_source="auto",
         source_spacing="as_is",
+        self_parsing=False,
+        self_parsing_layers=2,
+        self_parsing_loss_weight=1.0,
         preset=None,
         parser=None,
         use_cache=True,
@@ -170,6 +184,9 @@ class SyntaxMTConfig(PretrainedConfig):
         self.sla_tau = sla_tau
         self.distance_source = distance_source
         self.source_spacing = source_spacing
+        self.self_parsing = self_parsing
+        self.self_parsing_layers = self_parsing_layers
+        self.self_parsing_loss_weight = self_parsing_loss_weight
         self.preset = preset
         self.parser = parser
         self.use_cache = use_cache
@@ -232,6 +249,19 @@ class SyntaxMTConfig(PretrainedConfig):
                 )
             if self.sla_tau <= 0:
                 raise ValueError(f"sla_tau={self.sla_tau} must be > 0")
+        if self.self_parsing:
+            if self.dependency_relations is None:
+                raise ValueError(
+                    "self_parsing=True predicts the source tree for the dependency relation terms, but "
+                    "dependency_relations is None: use a dependency preset (e.g. transformer_dep_rel) or self_parsing=False"
+                )
+            if self.sla_layers:
+                raise ValueError(
+                    "self_parsing=True does not derive SLA distances from the predicted tree yet: set sla_layers=None "
+                    "or self_parsing=False"
+                )
+            if self.self_parsing_layers < 1:
+                raise ValueError(f"self_parsing_layers={self.self_parsing_layers} must be >= 1 (the parse module's layers)")
 
     @property
     def needs_source_heads(self):
@@ -250,8 +280,9 @@ class SyntaxMTConfig(PretrainedConfig):
 
     @property
     def needs_parser_at_inference(self):
-        """Whether translating needs the source parsed (dependency relations or SLA); DBSA does not."""
-        return self.dependency_relations is not None or bool(self.sla_layers)
+        """Whether translating needs the source parsed (dependency relations or SLA) by an external
+        parser; DBSA does not, nor a self-parsing model."""
+        return (self.dependency_relations is not None or bool(self.sla_layers)) and not self.self_parsing
 
     @classmethod
     def setting_names(cls) -> set:

@@ -2,8 +2,8 @@
 
 One model, many switches (see `SyntaxMTConfig`): absolute sinusoidal positions, Shaw relative
 positions, dependency relative depth or labeled tree relations derived from `source_heads`,
-bi-affine parse heads (DBSA) in the encoder/decoder, and syntax-guided localized attention (SLA)
-from `source_distances`. This file must stay free of parser imports (it is copied next to saved
+bi-affine parse heads (DBSA) in the encoder/decoder, syntax-guided localized attention (SLA)
+from `source_distances`, and a parse module that predicts the source tree itself (self-parsing). This file must stay free of parser imports (it is copied next to saved
 models for `trust_remote_code` loading).
 """
 
@@ -25,6 +25,7 @@ from transformers.utils import logging
 from transformers.utils.deprecation import deprecate_kwarg
 
 from .configuration_syntax_mt import SyntaxMTConfig
+from .tree_decoding import decode_tree
 
 
 logger = logging.get_logger(__name__)
@@ -510,14 +511,14 @@ class SyntaxMTEncoderLayer(GradientCheckpointingLayer):
     """Self-attention (with the relation terms, SLA mask and parse head of this layer) and feed-forward;
     under `activation_checkpointing_enable()` its activations are recomputed in the backward pass."""
 
-    def __init__(self, config, layer_number):
+    def __init__(self, config, layer_number, in_source_parser=False):
         super().__init__()
         self.config = config
-        self.self_attn = SyntaxMTAttention(
-            config, config.encoder_attention_heads, parse_head=config.dbsa_encoder_layer == layer_number
-        )
-        self.relations = SyntaxMTRelations(config, self.self_attn.head_dim, use_dependency=True)
-        self.localized_heads = config.sla_heads if config.sla_layers and layer_number in config.sla_layers else 0
+        parse_head = not in_source_parser and config.dbsa_encoder_layer == layer_number
+        self.self_attn = SyntaxMTAttention(config, config.encoder_attention_heads, parse_head=parse_head)
+        self.relations = SyntaxMTRelations(config, self.self_attn.head_dim, use_dependency=not in_source_parser)
+        in_sla = not in_source_parser and config.sla_layers and layer_number in config.sla_layers
+        self.localized_heads = config.sla_heads if in_sla else 0
         self.self_attn_layer_norm = nn.LayerNorm(config.d_model)
         self.feed_forward = SyntaxMTFeedForward(config, config.encoder_ffn_dim)
         self.final_layer_norm = nn.LayerNorm(config.d_model)
@@ -609,26 +610,36 @@ class SyntaxMTDecoderLayer(SyntaxMTEncoderLayer):
 
 @dataclass
 class SyntaxMTEncoderOutput(BaseModelOutput):
-    """Encoder output plus the scores of the encoder parse head (B, n, n) when DBSA-enc is on."""
+    """Encoder output plus the scores of the encoder parse head (B, n, n) when DBSA-enc is on, and,
+    for a self-parsing model, the parse module's scores (B, n, n) and the tree the encoder read
+    (`source_heads`, B × n: given, or decoded from those scores; -100 outside the tree)."""
 
     parse_logits: torch.FloatTensor | None = None
+    source_tree_logits: torch.FloatTensor | None = None
+    source_heads: torch.LongTensor | None = None
 
 
 @dataclass
 class SyntaxMTModelOutput(Seq2SeqModelOutput):
     encoder_parse_logits: torch.FloatTensor | None = None
     decoder_parse_logits: torch.FloatTensor | None = None
+    source_tree_logits: torch.FloatTensor | None = None
+    source_heads: torch.LongTensor | None = None
 
 
 @dataclass
 class SyntaxMTSeq2SeqLMOutput(Seq2SeqLMOutput):
-    """`loss` = token_loss + λ_enc · encoder_parse_loss + λ_dec · decoder_parse_loss (SPEC §5)."""
+    """`loss` = token_loss + λ_enc · encoder_parse_loss + λ_dec · decoder_parse_loss (SPEC §5)
+    + λ_self · source_tree_loss (self-parsing, SPEC §9)."""
 
     token_loss: torch.FloatTensor | None = None
     encoder_parse_loss: torch.FloatTensor | None = None
     decoder_parse_loss: torch.FloatTensor | None = None
+    source_tree_loss: torch.FloatTensor | None = None
     encoder_parse_logits: torch.FloatTensor | None = None
     decoder_parse_logits: torch.FloatTensor | None = None
+    source_tree_logits: torch.FloatTensor | None = None
+    source_heads: torch.LongTensor | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -661,6 +672,9 @@ class SyntaxMTPreTrainedModel(PreTrainedModel):
         elif isinstance(module, SyntaxMTAttention) and module.parse_head:
             init.normal_(module.parse_bilinear, mean=0.0, std=std)
             init.zeros_(module.parse_key_bias)
+        elif isinstance(module, SyntaxMTSourceParser):
+            init.normal_(module.arc_bilinear, mean=0.0, std=std)
+            init.zeros_(module.arc_key_bias)
 
 
 def _check_features(name, tensor, reference, reference_name="input_ids"):
@@ -671,6 +685,52 @@ def _check_features(name, tensor, reference, reference_name="input_ids"):
         raise ValueError(f"{name} must hold integer head indices, not {tensor.dtype}")
     if name.endswith("distances") and not torch.isfinite(tensor).all():
         raise ValueError(f"{name} contains NaN or infinite values")
+
+
+class SyntaxMTSourceParser(nn.Module):
+    """The model's own source parser (`config.self_parsing`, SPEC §9): `self_parsing_layers` encoder
+    layers with no tree term over the encoder's embedded input S, then bi-affine arc scores (SPEC §5)
+
+        Q_p = S W^Qp / sqrt(d_k),  K_p = S W^Kp,  s_tq = Q_p[t] U K_p[q]^T + K_p[q] · u
+
+    (B, n, n), padding keys masked: P(q = head(t)) = softmax_q(s_t)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            [SyntaxMTEncoderLayer(config, i + 1, in_source_parser=True) for i in range(config.self_parsing_layers)]
+        )
+        head_dim = config.d_model // config.encoder_attention_heads
+        self.arc_query = nn.Linear(config.d_model, head_dim)
+        self.arc_key = nn.Linear(config.d_model, head_dim)
+        self.arc_bilinear = nn.Parameter(torch.zeros(head_dim, head_dim))
+        self.arc_key_bias = nn.Parameter(torch.zeros(head_dim))
+
+    def forward(self, hidden_states, padding_mask, relative_ids=None):
+        for layer in self.layers:
+            hidden_states, _, _ = layer(hidden_states, padding_mask, relative_ids)
+        query = self.arc_query(hidden_states) / math.sqrt(self.arc_bilinear.shape[0])
+        key = self.arc_key(hidden_states)
+        scores = (query @ self.arc_bilinear) @ key.transpose(-1, -2) + (key @ self.arc_key_bias)[:, None, :]
+        return scores.masked_fill(~padding_mask[:, None, :], torch.finfo(scores.dtype).min)
+
+
+def decode_source_heads(tree_logits, input_ids, attention_mask, special_token_ids):
+    """The best single-root tree of every row (`tree_decoding.decode_tree`) over its tree tokens:
+    non-padding tokens other than `special_token_ids` (e.g. `</s>`); -100 elsewhere. (B, n) long."""
+    in_tree = attention_mask.bool()
+    for token_id in special_token_ids:
+        in_tree &= input_ids != token_id
+    heads = torch.full_like(input_ids, IGNORE_INDEX)
+    scores = tree_logits.detach().float().cpu().numpy()
+    for row, mask in enumerate(in_tree.cpu()):
+        positions = mask.nonzero().flatten()
+        if len(positions) == 0:
+            continue
+        index = positions.numpy()
+        tree = decode_tree(scores[row][index[:, None], index[None, :]])
+        heads[row, positions.to(heads.device)] = positions.to(heads.device)[torch.tensor(tree, device=heads.device)]
+    return heads
 
 
 class SyntaxMTStack(SyntaxMTPreTrainedModel):
@@ -704,6 +764,7 @@ class SyntaxMTStack(SyntaxMTPreTrainedModel):
 class SyntaxMTEncoder(SyntaxMTStack):
     def __init__(self, config, embed_tokens):
         super().__init__(config, embed_tokens, SyntaxMTEncoderLayer, config.encoder_layers)
+        self.source_parser = SyntaxMTSourceParser(config) if config.self_parsing else None
 
     def forward(
         self,
@@ -717,7 +778,8 @@ class SyntaxMTEncoder(SyntaxMTStack):
         return_dict=True,
         **kwargs,
     ):
-        """Encode the source; `source_heads` / `source_distances` as in SPEC §7."""
+        """Encode the source; `source_heads` / `source_distances` as in SPEC §7. A self-parsing model
+        without `source_heads` reads the tree its parse module predicts (SPEC §9)."""
         config = self.config
         hidden_states = self.embed(input_ids, inputs_embeds)
         batch_size, length = hidden_states.shape[:2]
@@ -727,6 +789,18 @@ class SyntaxMTEncoder(SyntaxMTStack):
         if attention_mask is None:
             attention_mask = torch.ones(batch_size, length, dtype=torch.long, device=hidden_states.device)
         preset = config.preset or "this configuration"
+        relative_ids = None
+        if config.relative_positions:
+            relative_ids = relative_position_ids(length, length, config.max_relative_position, device=hidden_states.device)
+        source_tree_logits = None
+        if self.source_parser is not None:
+            source_tree_logits = self.source_parser(hidden_states, attention_mask.bool(), relative_ids)
+            if source_heads is None:
+                if input_ids is None:
+                    raise ValueError("a self-parsing model needs input_ids (not inputs_embeds) to find the tree tokens "
+                                     "when no source_heads are given")
+                special = {i for i in (config.eos_token_id, config.pad_token_id, config.bos_token_id) if i is not None}
+                source_heads = decode_source_heads(source_tree_logits, input_ids, attention_mask, sorted(special))
         dependency = None
         if config.dependency_relations is not None or (config.dbsa_encoder_layer and source_heads is not None):
             if source_heads is None:
@@ -751,9 +825,6 @@ class SyntaxMTEncoder(SyntaxMTStack):
                 )
             _check_features("source_distances", source_distances, reference)
             localized_log_mask = localized_attention_log_mask(source_distances, config.sla_tau)
-        relative_ids = None
-        if config.relative_positions:
-            relative_ids = relative_position_ids(length, length, config.max_relative_position, device=hidden_states.device)
 
         padding_mask = attention_mask.bool()
         all_hidden_states, all_attentions, parse_logits = [], [], None
@@ -773,6 +844,8 @@ class SyntaxMTEncoder(SyntaxMTStack):
             hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
             attentions=tuple(all_attentions) if output_attentions else None,
             parse_logits=parse_logits,
+            source_tree_logits=source_tree_logits,
+            source_heads=source_heads if self.source_parser is not None else None,
         )
 
 
@@ -915,6 +988,8 @@ class SyntaxMTModel(SyntaxMTPreTrainedModel):
             encoder_attentions=encoder_outputs.attentions,
             encoder_parse_logits=encoder_outputs.parse_logits,
             decoder_parse_logits=decoder_parse_logits,
+            source_tree_logits=encoder_outputs.source_tree_logits,
+            source_heads=encoder_outputs.source_heads,
         )
 
 
@@ -983,6 +1058,11 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
                     f"{config.preset or 'this configuration'} trains an encoder parse head (dbsa_encoder_layer="
                     f"{config.dbsa_encoder_layer}) and needs `source_heads` during training"
                 )
+            if config.self_parsing and source_heads is None:
+                raise ValueError(
+                    f"{config.preset or 'this configuration'} trains its own source parser (self_parsing=True) and "
+                    "needs the parser's `source_heads` during training"
+                )
             if config.dbsa_decoder_layer and target_heads is None:
                 raise ValueError(
                     f"{config.preset or 'this configuration'} trains a decoder parse head (dbsa_decoder_layer="
@@ -1002,7 +1082,7 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
         )
         logits = self.lm_head(outputs.last_hidden_state)
 
-        loss = token_loss = encoder_parse_loss = decoder_parse_loss = None
+        loss = token_loss = encoder_parse_loss = decoder_parse_loss = source_tree_loss = None
         if labels is not None:
             token_loss = F.cross_entropy(
                 logits.view(-1, logits.shape[-1]).float(),
@@ -1020,6 +1100,10 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
                 _walk_to_roots(target_heads, "target_heads")
                 decoder_parse_loss = _parse_loss(outputs.decoder_parse_logits, shift_target_heads_right(target_heads))
                 loss = loss + config.dbsa_decoder_loss_weight * decoder_parse_loss
+            if outputs.source_tree_logits is not None and source_heads is not None:
+                gold = source_heads if attention_mask is None else source_heads.masked_fill(attention_mask == 0, IGNORE_INDEX)
+                source_tree_loss = _parse_loss(outputs.source_tree_logits, gold)
+                loss = loss + config.self_parsing_loss_weight * source_tree_loss
 
         return SyntaxMTSeq2SeqLMOutput(
             loss=loss,
@@ -1034,22 +1118,31 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
             token_loss=token_loss,
             encoder_parse_loss=encoder_parse_loss,
             decoder_parse_loss=decoder_parse_loss,
+            source_tree_loss=source_tree_loss,
             encoder_parse_logits=outputs.encoder_parse_logits,
             decoder_parse_logits=outputs.decoder_parse_logits,
+            source_tree_logits=outputs.source_tree_logits,
+            source_heads=outputs.source_heads,
         )
 
     @torch.no_grad()
     def predict_heads(self, input_ids, attention_mask=None, decoder_input_ids=None, labels=None, **syntax_features):
-        """The model as a dependency parser: argmax heads of the DBSA parse heads (SPEC §5).
+        """The model as a dependency parser: argmax heads of the DBSA parse heads (SPEC §5), or the
+        maximum spanning tree of a self-parsing model's parse module (SPEC §9).
 
-        Returns a dict with `source_heads` (B, n) from the encoder parse head, and, when the decoder
+        Returns a dict with `source_heads` (B, n) from the self-parsing module or else the encoder parse
+        head (given `source_heads` are ignored: the model parses), and, when the decoder
         has a parse head and a target is given (`labels`, or `decoder_input_ids` from `generate`),
         `target_heads` indexing the target row (token t = decoder position t + 1; -100 where the
         predicted head is the start token). Padding positions are -100. Runs in eval mode (no
         dropout) and restores the model's mode.
         """
-        if not (self.config.dbsa_encoder_layer or self.config.dbsa_decoder_layer):
-            raise ValueError("predict_heads needs a model with a DBSA parse head (dbsa_encoder_layer/dbsa_decoder_layer)")
+        config = self.config
+        if not (config.dbsa_encoder_layer or config.dbsa_decoder_layer or config.self_parsing):
+            raise ValueError("predict_heads needs a model with a parse head (dbsa_encoder_layer/dbsa_decoder_layer) "
+                             "or its own parser (self_parsing)")
+        if config.self_parsing:
+            syntax_features.pop("source_heads", None)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         start = torch.full_like(input_ids[:, :1], self.config.decoder_start_token_id)
@@ -1070,7 +1163,9 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
         finally:
             self.train(was_training)
         result = {}
-        if outputs.encoder_parse_logits is not None:
+        if outputs.source_heads is not None:
+            result["source_heads"] = outputs.source_heads
+        elif outputs.encoder_parse_logits is not None:
             result["source_heads"] = outputs.encoder_parse_logits.argmax(-1).masked_fill(attention_mask == 0, IGNORE_INDEX)
         if outputs.decoder_parse_logits is not None and decoder_input_ids.shape[1] > 1:
             positions = outputs.decoder_parse_logits.argmax(-1)[:, 1:] - 1

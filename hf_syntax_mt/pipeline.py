@@ -77,15 +77,17 @@ class SyntaxTranslationPipeline(Pipeline):
                 "pipeline needs it; save it next to the model (tokenizer.save_pretrained(model_dir)) or pass tokenizer=..."
             )
         config = self.model.config
-        self.needs_parser = bool(getattr(config, "needs_parser_at_inference", False))
         self.annotator = load_annotator(annotator)
+        # a self-parsing model parses for itself unless the user forces an external parser
+        forced = self.annotator is not None and getattr(config, "self_parsing", False)
+        self.needs_parser = bool(getattr(config, "needs_parser_at_inference", False)) or forced
         if self.annotator is None and self.needs_parser:
             check_parser_installed(getattr(config, "parser", None))
             self.annotator = load_annotator(getattr(config, "parser", None))
         self.processor = SyntaxFeatureProcessor(
             self.tokenizer,
             self.annotator,
-            needs_source_heads=getattr(config, "dependency_relations", None) is not None,
+            needs_source_heads=getattr(config, "dependency_relations", None) is not None and self.needs_parser,
             needs_source_distances=bool(getattr(config, "needs_source_distances", False)),
             needs_target_heads=False,
             distance_source=getattr(config, "distance_source", "auto"),

@@ -1,0 +1,128 @@
+"""Self-parsing models (config.self_parsing, SPEC §9): the model predicts the source tree itself."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from model_helpers import random_batch, tiny_config
+from training_helpers import scratch_dir, synthetic_corpus, tiny_args
+from transformers import pipeline
+
+import hf_syntax_mt  # noqa: F401  (registers the pipeline)
+from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
+from hf_syntax_mt.syntax import PreParsedAnnotator, validate_heads
+from hf_syntax_mt.training import train
+
+
+def self_parsing_model(preset="transformer_dep_rel", seed=0):
+    torch.manual_seed(seed)
+    return SyntaxMTForConditionalGeneration(tiny_config(preset, self_parsing=True)).eval()
+
+
+def test_configs_that_cannot_use_a_predicted_tree_are_refused():
+    with pytest.raises(ValueError, match="dependency_relations is None"):
+        SyntaxMTConfig.from_preset("transformer_rel", self_parsing=True)
+    with pytest.raises(ValueError, match="SLA distances"):
+        SyntaxMTConfig.from_preset("transformer_dep_rel+transformer_sla", self_parsing=True)
+    with pytest.raises(ValueError, match="self_parsing_layers=0"):
+        SyntaxMTConfig.from_preset("transformer_dep", self_parsing=True, self_parsing_layers=0)
+    assert not SyntaxMTConfig.from_preset("transformer_dep_rel", self_parsing=True).needs_parser_at_inference
+    assert SyntaxMTConfig.from_preset("transformer_dep_rel", self_parsing=True).needs_source_heads  # training
+
+
+@pytest.mark.parametrize("preset", ["transformer_dep", "transformer_dep_rel", "transformer_dep_labeled_rel"])
+def test_generate_with_its_own_tree_equals_generate_fed_that_tree(preset):
+    model = self_parsing_model(preset)
+    batch = random_batch([7, 5, 9], seed=1)
+    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    own = model.generate(**inputs, num_beams=3, max_new_tokens=6)
+    heads = model.predict_heads(**inputs)["source_heads"]
+    fed = model.generate(**inputs, source_heads=heads, num_beams=3, max_new_tokens=6)
+    assert torch.equal(own, fed)
+    other = model.generate(**inputs, source_heads=batch["source_heads"], num_beams=3, max_new_tokens=6)
+    logits_own = model(**inputs, decoder_input_ids=own).logits
+    logits_other = model(**inputs, source_heads=batch["source_heads"], decoder_input_ids=own).logits
+    assert not torch.allclose(logits_own, logits_other)  # the tree it reads matters
+    assert other.shape[0] == own.shape[0]
+
+
+def test_predicted_trees_are_well_formed():
+    model = self_parsing_model()
+    batch = random_batch([12, 3, 2, 8], seed=2)
+    heads = model.predict_heads(batch["input_ids"], batch["attention_mask"])["source_heads"]
+    for row, length in zip(heads.tolist(), [12, 3, 2, 8]):
+        tree = row[: length - 1]  # the last token is </s>, outside the tree
+        validate_heads(tree, single_tree=True)
+        assert row[length - 1:] == [-100] * (len(row) - length + 1)
+
+
+def test_training_loss_supervises_the_parse_module():
+    model = self_parsing_model().train()
+    batch = random_batch([7, 5], seed=3)
+    labels = torch.randint(3, 40, (2, 4))
+    out = model(**batch, labels=labels)
+    assert out.source_tree_loss is not None and out.source_tree_loss > 0
+    assert torch.allclose(out.loss, out.token_loss + out.source_tree_loss)
+    out.loss.backward()
+    grads = [p.grad for n, p in model.named_parameters() if "source_parser" in n]
+    assert grads and all(g is not None for g in grads) and any(g.abs().sum() > 0 for g in grads)
+    without = {k: v for k, v in batch.items() if k != "source_heads"}
+    with pytest.raises(ValueError, match="needs the parser's `source_heads` during training"):
+        model(**without, labels=labels)
+
+
+@pytest.fixture(scope="module")
+def trained_self_parser():
+    out = scratch_dir("self_parsing")
+    model_args, data_args, training_args = tiny_args(out, "transformer_dep_rel", parser="preparsed", max_steps=2)
+    model_args.config_overrides += ",self_parsing=True,self_parsing_layers=1"
+    train(model_args, data_args, training_args)
+    return out
+
+
+def test_pipeline_translates_without_a_parser(trained_self_parser):
+    lines = (synthetic_corpus() / "dev.src").read_text().splitlines()[:3]
+    translate = pipeline("syntax-translation", model=str(trained_self_parser))
+    assert translate.annotator is None and not translate.needs_parser
+    own = translate(lines, num_beams=2)
+    assert all(r["translation_text"] and "error" not in r for r in own)
+    forced = pipeline("syntax-translation", model=str(trained_self_parser),
+                      annotator=PreParsedAnnotator.from_conllu(synthetic_corpus() / "dev.src.conllu"))
+    assert forced.needs_parser and forced.processor.needs_source_heads  # the user's parser is used instead
+    assert len(forced(lines, num_beams=2)) == 3
+
+
+def test_remote_code_translates_where_no_parser_can_be_imported(trained_self_parser):
+    lines = (synthetic_corpus() / "dev.src").read_text().splitlines()[:2]
+    script = textwrap.dedent(f"""
+        import importlib.abc, json, sys
+
+        class NoParsers(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("spacy", "ginza", "ja_ginza", "stanza"):
+                    raise ImportError(f"blocked: {{name}}")
+
+        sys.meta_path.insert(0, NoParsers())
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+
+        # loaded before the package registers its classes: the code saved next to the weights runs
+        model = AutoModelForSeq2SeqLM.from_pretrained({str(trained_self_parser)!r}, trust_remote_code=True)
+        import hf_syntax_mt  # the syntax-translation task
+
+        translate = pipeline("syntax-translation", model=model,
+                             tokenizer=AutoTokenizer.from_pretrained({str(trained_self_parser)!r}))
+        print(json.dumps({{"module": type(translate.model).__module__,
+                          "out": translate({lines!r}, num_beams=2),
+                          "loaded": sorted(m for m in sys.modules if m.split(".")[0] in ("spacy", "stanza"))}}))
+    """)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["loaded"] == []
+    assert result["module"].startswith("transformers_modules")  # the model's own saved code
+    assert len(result["out"]) == 2 and all(r["translation_text"] for r in result["out"])
