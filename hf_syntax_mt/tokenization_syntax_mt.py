@@ -3,8 +3,8 @@
 MarianMT ships two SentencePiece models over one vocabulary (`source.spm`, `target.spm`, `vocab.json`):
 the source text is cut by one model, the target text by the other, and both index the same embeddings.
 `SyntaxMTTokenizer` is the fast equivalent: a `TokenizersBackend` (offsets, as the syntax path needs) with
-an optional second `tokenizers.Tokenizer` over the same vocabulary, used for `text_target=`, inside
-`as_target_tokenizer()` and by `decode` (generated text is target text). Without one it is an ordinary
+an optional second `tokenizers.Tokenizer` over the same vocabulary, used for `text_target=` and by
+`decode` (generated text is target text). Without one it is an ordinary
 fast tokenizer. It saves `tokenizer.json` (source) and `target_tokenizer.json` (target) and loads with
 `AutoTokenizer.from_pretrained(dir)` after `import hf_syntax_mt`, or with `trust_remote_code=True` without
 the package (this file is saved next to the tokenizer). This file must import only transformers and
