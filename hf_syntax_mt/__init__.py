@@ -1,11 +1,11 @@
 """hf_syntax_mt: syntax-aware Transformer NMT models for HuggingFace Transformers.
 
-Importing the package registers `SyntaxMTConfig` / `SyntaxMTForConditionalGeneration` with the
-Auto classes (`AutoConfig`, `AutoModel`, `AutoModelForSeq2SeqLM`) and the `syntax-translation`
-pipeline task.
+Importing the package registers `SyntaxMTConfig` / `SyntaxMTForConditionalGeneration` /
+`SyntaxMTTokenizer` with the Auto classes (`AutoConfig`, `AutoModel`, `AutoModelForSeq2SeqLM`,
+`AutoTokenizer`) and the `syntax-translation` pipeline task.
 """
 
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from .configuration_syntax_mt import PRESETS, SyntaxMTConfig
 from .modeling_syntax_mt import (
@@ -37,6 +37,8 @@ from .syntax import (
 )
 from .synthetic import generate_synthetic_corpus, write_synthetic_corpus
 from .tokenization import train_joint_bpe_tokenizer
+from .tokenization_syntax_mt import SyntaxMTTokenizer
+from .convert_marian import convert_marian_model, convert_marian_tokenizer
 
 AutoConfig.register(SyntaxMTConfig.model_type, SyntaxMTConfig, exist_ok=True)
 AutoModel.register(SyntaxMTConfig, SyntaxMTModel, exist_ok=True)
@@ -44,6 +46,8 @@ AutoModelForSeq2SeqLM.register(SyntaxMTConfig, SyntaxMTForConditionalGeneration,
 SyntaxMTConfig.register_for_auto_class()
 SyntaxMTModel.register_for_auto_class("AutoModel")
 SyntaxMTForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+AutoTokenizer.register(SyntaxMTConfig, tokenizer_class=SyntaxMTTokenizer, exist_ok=True)
+SyntaxMTTokenizer.register_for_auto_class("AutoTokenizer")
 
 from .pipeline import SyntaxTranslationPipeline  # noqa: E402  (registers "syntax-translation")
 
@@ -59,6 +63,8 @@ __all__ = [
     "SyntaxFeatureProcessor",
     "SyntaxTranslationPipeline",
     "add_syntax_features",
+    "convert_marian_model",
+    "convert_marian_tokenizer",
     "dependency_to_distance",
     "generate_synthetic_corpus",
     "load_annotator",
@@ -75,6 +81,7 @@ __all__ = [
     "SyntaxMTModel",
     "SyntaxMTForConditionalGeneration",
     "SyntaxMTPreTrainedModel",
+    "SyntaxMTTokenizer",
     "dependency_depth_buckets",
     "dependency_relation_ids",
     "labeled_relation_names",

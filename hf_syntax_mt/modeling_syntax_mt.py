@@ -7,6 +7,7 @@ from `source_distances`, and a parse module that predicts the source tree itself
 models for `trust_remote_code` loading).
 """
 
+import importlib
 import math
 from dataclasses import dataclass
 
@@ -184,11 +185,16 @@ def localized_attention_log_mask(source_distances, tau):
 
 def sinusoidal_positions(positions, dim):
     """Vaswani et al.'s sinusoids with the sines and cosines in two halves instead of interleaved:
-    PE(p, i) = sin(p / 10000^{i/h}), PE(p, h + i) = cos(p / 10000^{i/h}), h = d/2, i < h."""
+    PE(p, i) = sin(p / 10000^{i/h}), PE(p, h + i) = cos(p / 10000^{i/h}), h = d/2, i < h.
+
+    Computed in float64 and rounded once to float32, as Marian's static table (`MarianSinusoidalPositionalEmbedding`),
+    so converted Marian models see the same positions (float32 angles would differ by up to 3e-5 at p = 512).
+    """
+    device = positions.device if positions.device.type != "mps" else torch.device("cpu")  # MPS has no float64
     half = dim // 2
-    frequencies = torch.exp(-math.log(10000.0) * torch.arange(half, device=positions.device) / half)
-    angles = positions.float()[:, None] * frequencies[None, :]
-    return torch.cat([angles.sin(), angles.cos()], dim=-1)
+    frequencies = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float64, device=device) / half)
+    angles = positions.to(device, torch.float64)[:, None] * frequencies[None, :]
+    return torch.cat([angles.sin(), angles.cos()], dim=-1).float().to(positions.device)
 
 
 def shift_tokens_right(input_ids, pad_token_id, decoder_start_token_id):
@@ -675,6 +681,8 @@ class SyntaxMTPreTrainedModel(PreTrainedModel):
         elif isinstance(module, SyntaxMTSourceParser):
             init.normal_(module.arc_bilinear, mean=0.0, std=std)
             init.zeros_(module.arc_key_bias)
+        elif isinstance(module, SyntaxMTForConditionalGeneration):
+            init.zeros_(module.final_logits_bias)
 
 
 def _check_features(name, tensor, reference, reference_name="input_ids"):
@@ -994,7 +1002,13 @@ class SyntaxMTModel(SyntaxMTPreTrainedModel):
 
 
 class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin):
-    """Syntax-aware NMT model with a (tied) LM head, label-smoothed loss and DBSA parse losses."""
+    """Syntax-aware NMT model with a (tied) LM head, label-smoothed loss and DBSA parse losses.
+
+    logits = lm_head(h) + final_logits_bias, the bias a (1, V) buffer as in BART / Marian (zeros unless a
+    converted checkpoint brings one, see `from_marian`; checkpoints saved without it load with zeros).
+    """
+
+    _keys_to_ignore_on_load_missing = ["final_logits_bias"]
 
     _tied_weights_keys = {
         "lm_head.weight": "model.shared.weight",
@@ -1006,7 +1020,26 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
         super().__init__(config)
         self.model = SyntaxMTModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.final_logits_bias = nn.Buffer(torch.zeros((1, config.vocab_size)))
         self.post_init()
+
+    @classmethod
+    def from_marian(cls, model_or_path, preset="transformer_abs", **config_overrides):
+        """A MarianMT checkpoint (a `MarianMTModel` or its local / Hub path) converted weight for weight, with
+        the syntax parameters of `preset` added so that the model computes Marian's function where the method
+        allows (SLA masks change it, and a warning says so). See `hf_syntax_mt.convert_marian.convert_marian_model`;
+        it is imported by name so that this file, copied next to saved models for `trust_remote_code`, does not
+        carry the converter along (converting needs the hf_syntax_mt package)."""
+        converter = importlib.import_module("hf_syntax_mt.convert_marian")
+        return converter.convert_marian_model(model_or_path, preset, model_class=cls, **config_overrides)
+
+    def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
+        """Resize the embeddings (and LM head) as transformers does, and `final_logits_bias` with them (new entries 0)."""
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        bias, size = self.final_logits_bias, embeddings.weight.shape[0]
+        extra = bias.new_zeros((1, max(size - bias.shape[1], 0)))
+        self.final_logits_bias = nn.Buffer(torch.cat([bias[:, :size], extra], dim=1))
+        return embeddings
 
     def get_encoder(self):
         return self.model.encoder
@@ -1080,7 +1113,7 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
-        logits = self.lm_head(outputs.last_hidden_state)
+        logits = self.lm_head(outputs.last_hidden_state) + self.final_logits_bias
 
         loss = token_loss = encoder_parse_loss = decoder_parse_loss = source_tree_loss = None
         if labels is not None:

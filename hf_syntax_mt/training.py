@@ -10,7 +10,8 @@ for `HfArgumentParser`: `ModelArguments` (preset, config overrides, tokenizer, p
 1. data: a hub dataset (`datasets.load_dataset`) or local files — plain-text pairs given by a
    prefix (`PREFIX.{source_lang}` / `PREFIX.{target_lang}`, one sentence a line), TSV
    (`source<TAB>target`) or JSON lines (`{"translation": {src: .., tgt: ..}}` or flat keys);
-2. tokenizer: given (`--tokenizer_name`), taken from `--model_name_or_path`, or a joint BPE
+2. tokenizer: given (`--tokenizer_name`), taken from `--model_name_or_path` (a Marian checkpoint's
+   source.spm / target.spm / vocab.json become a fast `SyntaxMTTokenizer`), or a joint BPE
    trained on the training source + target text (`train_joint_bpe_tokenizer`), saved with the model;
 3. features: `Dataset.map(add_syntax_features)`, cached on disk (a re-run does not parse again);
    the parser is `--parser stanza|<spaCy model>|preparsed|none`; its settings go to `config.parser`
@@ -20,6 +21,11 @@ for `HfArgumentParser`: `ModelArguments` (preset, config overrides, tokenizer, p
    `hf_syntax_mt.metrics`), keeps the best checkpoint by BLEU, resumes from checkpoints;
 5. output dir: model + generation config, tokenizer, code files for remote loading, training
    arguments, `all_results.json`, and a model card (`README.md`, from `model_cards/TEMPLATE.md`).
+
+Model: `--preset` with `--config_overrides` builds a new one; `--model_name_or_path` continues a saved
+SyntaxMT model, or converts a MarianMT checkpoint (local or on the Hub) to `--preset`
+(`SyntaxMTForConditionalGeneration.from_marian`; `--config_overrides` then sets syntax and training
+settings only) and fine-tunes it.
 
 Learning rate: `lr_scheduler_type="inverse_sqrt"` with `warmup_steps=W` is linear warm-up to the
 peak over W steps, then lr · sqrt(W / step) (transformers' timescale defaults to W, so the decay
@@ -58,7 +64,9 @@ from transformers.trainer_utils import (
 )
 
 from .configuration_syntax_mt import SyntaxMTConfig
+from .convert_marian import is_marian_checkpoint
 from .data import DataCollatorForSyntaxSeq2Seq, add_syntax_features
+from .modeling_syntax_mt import SyntaxMTForConditionalGeneration
 from .syntax import (
     SOURCE_SPACINGS,
     Annotator,
@@ -94,7 +102,9 @@ class ModelArguments:
         metadata={"help": "Config overrides 'key=value,...', e.g. 'd_model=256,encoder_layers=3,sla_layers=[1,2]'"},
     )
     model_name_or_path: Optional[str] = field(
-        default=None, metadata={"help": "Continue from a saved SyntaxMT model instead of a fresh preset"}
+        default=None,
+        metadata={"help": "Continue from a saved SyntaxMT model instead of a fresh preset, or start from a MarianMT "
+                  "checkpoint (local or Hub, e.g. Helsinki-NLP/opus-mt-ja-en): converted to --preset, then fine-tuned"},
     )
     tokenizer_name: Optional[str] = field(
         default=None, metadata={"help": "Existing tokenizer; default: the model's, or a joint BPE trained on the data"}
@@ -561,12 +571,17 @@ def _check_checkpoint_config(checkpoint: str, config) -> None:
         )
 
 
-def _load_tokenizer(model_args: ModelArguments, training_args, train_texts, split_cjk_scripts: bool = False):
+def _load_tokenizer(model_args: ModelArguments, training_args, train_texts, split_cjk_scripts: bool = False,
+                    marian: bool = False):
     """--tokenizer_name, else the tokenizer of --model_name_or_path (its embeddings index that
-    vocabulary), else the one saved in output_dir by the run being resumed, else a new joint BPE
-    (cut at CJK script changes when the source is despaced CJK text)."""
+    vocabulary; a Marian checkpoint's SentencePiece pair converted to a fast `SyntaxMTTokenizer`), else
+    the one saved in output_dir by the run being resumed, else a new joint BPE (cut at CJK script
+    changes when the source is despaced CJK text)."""
+    from .convert_marian import convert_marian_tokenizer
     from .tokenization import train_joint_bpe_tokenizer
 
+    if marian and not model_args.tokenizer_name:
+        return convert_marian_tokenizer(model_args.model_name_or_path)
     name = model_args.tokenizer_name or model_args.model_name_or_path
     if name:
         try:
@@ -657,7 +672,13 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         training_args.do_train = True  # HfArgumentParser leaves it False; training data means train
 
     # model config
-    if model_args.model_name_or_path:
+    marian = bool(model_args.model_name_or_path) and is_marian_checkpoint(model_args.model_name_or_path)
+    if marian:
+        model = SyntaxMTForConditionalGeneration.from_marian(
+            model_args.model_name_or_path, preset=model_args.preset, **parse_config_overrides(model_args.config_overrides)
+        )
+        config = model.config
+    elif model_args.model_name_or_path:
         if model_args.config_overrides:
             raise ValueError("--config_overrides builds a new model; it cannot change --model_name_or_path's config")
         model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
@@ -669,7 +690,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         config = SyntaxMTConfig.from_preset(model_args.preset, **parse_config_overrides(model_args.config_overrides))
         model = None
 
-    config.source_spacing = _source_spacing(data_args, raw, config, continuing=model is not None)
+    config.source_spacing = _source_spacing(data_args, raw, config, continuing=model is not None and not marian)
 
     if model_args.distance_source != "auto":
         config.distance_source = model_args.distance_source  # recorded: translation derives distances alike
@@ -717,7 +738,10 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
             texts = sources + column_texts(raw["train"], tgt_col)
         with training_args.main_process_first(desc="tokenizer"):
             tokenizer = _load_tokenizer(model_args, training_args, texts,
-                                        split_cjk_scripts=config.source_spacing == "despace_cjk")
+                                        split_cjk_scripts=config.source_spacing == "despace_cjk", marian=marian)
+    if model is not None and len(tokenizer) != config.vocab_size:
+        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but {model_args.model_name_or_path} has "
+                         f"{config.vocab_size} embeddings: give the model's own tokenizer")
     if model is None:
         config.vocab_size = len(tokenizer)
         config.pad_token_id = tokenizer.pad_token_id

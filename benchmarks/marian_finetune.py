@@ -1,0 +1,342 @@
+"""Does the syntax help a pretrained model? Pretrain a MarianMT model, then fine-tune it three ways.
+
+    python benchmarks/marian_finetune.py run     [--seeds 1,2,3] [--arms marian,dep_rel,dep_labeled_rel] [--threads 2]
+    python benchmarks/marian_finetune.py summary                      # results/<name>/summary.md
+    python benchmarks/marian_finetune.py run --smoke                  # tiny sizes and steps: checks the pipeline only
+
+The stand-in for a Hub checkpoint such as Helsinki-NLP/opus-mt-ja-en, built from the ja→en corpus
+(small_parallel_enja, Japanese read as natural text: the corpus's spaces next to CJK characters removed):
+
+1. opus-style tokenizers: one SentencePiece unigram model per side (`source.spm` on Japanese, `target.spm`
+   on English) and Marian's joint `vocab.json` (`</s>`, `<unk>`, source pieces, target pieces, `<pad>`),
+   saved with `MarianTokenizer.save_pretrained`;
+2. a `MarianMTModel` of the recipe size (d_model 256, 3+3 layers, 4 heads, FFN 1024; swish and scaled
+   embeddings as opus-mt) pretrained from scratch by the recipe (AdamW 7e-4, β2 0.98, 800 warm-up steps
+   then inverse-sqrt, label smoothing 0.1, batch 64, `--pretrain-epochs`), saved as a Marian checkpoint;
+3. for every arm and seed, `hf_syntax_mt.training.train` with `--model_name_or_path <that checkpoint>`:
+   `marian` = converted to `transformer_abs` (Marian's function and training path, no syntax: plain Marian
+   continued), `dep_rel`, `dep_labeled_rel`; a short schedule (`--finetune-epochs`, peak lr `--finetune-lr`);
+   GiNZA parses computed once (cached by `quality.py`'s parse cache) and shared by all runs;
+4. each run's best checkpoint translates dev (beam 4, scored) and test.ja (beam 4, blind: written, never
+   scored); before fine-tuning, every arm's converted model translates dev too (`step0`, which must equal
+   the pretrained Marian's BLEU for these presets).
+
+Resumable: the pretrained checkpoint and every finished run (`<results>/<arm>/seed<k>.json`) are skipped,
+an interrupted run resumes from its last checkpoint. `summary` reports mean ± std over seeds and a paired
+bootstrap (quality.py's: 1,000 samples over dev sentences) of each syntax arm against `marian`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import quality  # noqa: E402  (benchmarks/ is on sys.path with this script)
+from hf_syntax_mt.syntax import PreParsedAnnotator, apply_source_spacing  # noqa: E402
+
+logger = logging.getLogger("marian_finetune")
+
+CORPUS = REPO.parent / "shared" / "data" / "small_parallel_enja"
+ARMS = {"marian": "transformer_abs", "dep_rel": "transformer_dep_rel", "dep_labeled_rel": "transformer_dep_labeled_rel"}
+PARSER = {"spacy": "ja_ginza", "disable": ["ner", "morphologizer", "compound_splitter", "bunsetu_recognizer"]}
+MODEL = dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4,
+             encoder_ffn_dim=1024, decoder_ffn_dim=1024, activation_function="swish", scale_embedding=True,
+             max_position_embeddings=512, dropout=0.1)
+SMOKE_MODEL = dict(MODEL, d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64, encoder_layers=1, decoder_layers=1)
+SPM_SIZES = {"source": 8000, "target": 8000}
+BLEU_TOKENIZE, BEAMS, MAX_LENGTH = "13a", 4, 128
+
+
+def read(path: Path, limit=None) -> list[str]:
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    return lines[:limit] if limit else lines
+
+
+class Corpus:
+    """ja (despaced) → en lines and their GiNZA parses (quality.py's cache)."""
+
+    def __init__(self, runs_dir: Path, smoke: bool):
+        limits = (400, 20, 10) if smoke else (None, None, None)
+        self.paths = {"train": CORPUS / "train.ja", "dev": CORPUS / "dev.ja", "test": CORPUS / "test.ja"}
+        self.sources = {split: [apply_source_spacing(t, "despace_cjk") for t in read(path, limit)]
+                        for (split, path), limit in zip(self.paths.items(), limits)}
+        self.targets = {"train": read(CORPUS / "train.en", limits[0]), "dev": read(CORPUS / "dev.en", limits[1])}
+        self.cache_dir = runs_dir / "parse_cache"
+        self._parses = {}
+
+    def parses(self, split: str):
+        if split not in self._parses:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            self._parses[split] = quality.parse_cached(self.sources[split], PARSER, self.paths[split], self.cache_dir)
+        return self._parses[split]
+
+    def write_pairs(self, directory: Path) -> dict:
+        """Despaced copies for the training script (`PREFIX.ja` / `PREFIX.en`), under the runs directory."""
+        directory.mkdir(parents=True, exist_ok=True)
+        for split in ("train", "dev"):
+            (directory / f"{split}.ja").write_text("".join(t + "\n" for t in self.sources[split]), encoding="utf-8")
+            (directory / f"{split}.en").write_text("".join(t + "\n" for t in self.targets[split]), encoding="utf-8")
+        return {split: str(directory / split) for split in ("train", "dev")}
+
+
+# ---------------------------------------------------------------------------------------------
+# Pretraining (the stand-in for a Hub checkpoint)
+# ---------------------------------------------------------------------------------------------
+
+
+def train_sentencepiece_pair(corpus: Corpus, directory: Path, sizes: dict):
+    """source.spm / target.spm (unigram, as opus-mt) + Marian's joint vocab.json; returns the MarianTokenizer."""
+    import sentencepiece as spm
+    from transformers import MarianTokenizer
+
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = {"</s>": 0, "<unk>": 1}
+    for side, lines, coverage in (("source", corpus.sources["train"], 0.9995), ("target", corpus.targets["train"], 1.0)):
+        model = io.BytesIO()
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=sizes[side],
+                                       model_type="unigram", character_coverage=coverage, hard_vocab_limit=False,
+                                       minloglevel=2)
+        (directory / f"{side}.spm").write_bytes(model.getvalue())
+        processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+        for i in range(processor.get_piece_size()):
+            if not (processor.is_control(i) or processor.is_unknown(i)):
+                vocab.setdefault(processor.id_to_piece(i), len(vocab))
+    vocab["<pad>"] = len(vocab)
+    (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Recommended: pip install sacremoses"
+        tokenizer = MarianTokenizer(str(directory / "source.spm"), str(directory / "target.spm"),
+                                    str(directory / "vocab.json"), source_lang="ja", target_lang="en")
+    tokenizer.save_pretrained(directory)
+    return tokenizer
+
+
+def pretrain(corpus: Corpus, directory: Path, args) -> Path:
+    """Pretrain a MarianMTModel by the recipe into `directory` (skipped when it holds one)."""
+    import datasets
+    import torch
+    from transformers import (DataCollatorForSeq2Seq, MarianConfig, MarianMTModel, Seq2SeqTrainer,
+                              Seq2SeqTrainingArguments)
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from hf_syntax_mt import convert_marian_tokenizer
+
+    if (directory / "model.safetensors").is_file():
+        return directory
+    if not (directory / "vocab.json").is_file():
+        train_sentencepiece_pair(corpus, directory, {"source": 1000, "target": 300} if args.smoke else SPM_SIZES)
+    tokenizer = convert_marian_tokenizer(directory)  # the same ids as MarianTokenizer (tests/test_marian.py), faster
+    torch.manual_seed(0)
+    config = MarianConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                          decoder_start_token_id=tokenizer.pad_token_id, forced_eos_token_id=tokenizer.eos_token_id,
+                          **(SMOKE_MODEL if args.smoke else MODEL))
+    model = MarianMTModel(config)
+    model.generation_config.bad_words_ids = [[tokenizer.pad_token_id]]
+    data = datasets.Dataset.from_dict({"source": corpus.sources["train"], "target": corpus.targets["train"]})
+    data = data.map(lambda b: tokenizer(b["source"], text_target=b["target"], truncation=True, max_length=MAX_LENGTH),
+                    batched=True, remove_columns=["source", "target"])
+    checkpoints = directory / "checkpoints"
+    training_args = Seq2SeqTrainingArguments(
+        output_dir=str(checkpoints), per_device_train_batch_size=64, learning_rate=7e-4, adam_beta2=0.98,
+        lr_scheduler_type="inverse_sqrt", warmup_steps=5 if args.smoke else 800, label_smoothing_factor=0.1,
+        num_train_epochs=args.pretrain_epochs, max_steps=30 if args.smoke else -1, save_strategy="epoch",
+        save_total_limit=1, logging_steps=50, seed=0, use_cpu=True, report_to=[], disable_tqdm=True,
+    )
+    trainer = Seq2SeqTrainer(model=model, args=training_args, train_dataset=data, processing_class=tokenizer,
+                             data_collator=DataCollatorForSeq2Seq(tokenizer, model=model))
+    trainer.train(resume_from_checkpoint=get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None)
+    model.save_pretrained(directory)
+    return directory
+
+
+def marian_dev_bleu(pretrained: Path, corpus: Corpus) -> dict:
+    """The pretrained Marian itself on dev (beam 4), through its own MarianTokenizer."""
+    import torch
+    from transformers import MarianMTModel, MarianTokenizer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tokenizer = MarianTokenizer.from_pretrained(pretrained)
+    model = MarianMTModel.from_pretrained(pretrained).eval()
+    hyps = []
+    for i in range(0, len(corpus.sources["dev"]), 64):
+        batch = tokenizer(corpus.sources["dev"][i: i + 64], return_tensors="pt", padding=True)
+        with torch.no_grad():
+            out = model.generate(**batch, num_beams=BEAMS, max_length=MAX_LENGTH)
+        hyps += [h.strip() for h in tokenizer.batch_decode(out, skip_special_tokens=True)]
+    return {**quality.score(hyps, corpus.targets["dev"], BLEU_TOKENIZE), "hypotheses": hyps}
+
+
+# ---------------------------------------------------------------------------------------------
+# Fine-tuning runs
+# ---------------------------------------------------------------------------------------------
+
+
+def translate_sets(model, tokenizer, corpus: Corpus, prefix: Path) -> dict:
+    """dev (scored) and test.ja (blind) with beam 4; hypotheses written next to `prefix`."""
+    needs_parse = model.config.needs_parser_at_inference
+    result = {}
+    for split in ("dev", "test"):
+        hyps = quality.translate(model, tokenizer, corpus.sources[split], corpus.parses(split) if needs_parse else None,
+                                 BEAMS, MAX_LENGTH, MAX_LENGTH)
+        path = Path(f"{prefix}.{split}.beam{BEAMS}.txt")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        result[split] = {"hypotheses": os.path.relpath(path, REPO), "sentences": len(hyps)}
+        if split == "dev":
+            result[split].update(quality.score(hyps, corpus.targets["dev"], BLEU_TOKENIZE))
+    return result
+
+
+def step0(arm: str, pretrained: Path, corpus: Corpus, results_dir: Path) -> dict:
+    """The converted model before fine-tuning (dev only)."""
+    from hf_syntax_mt import SyntaxMTForConditionalGeneration, convert_marian_tokenizer
+
+    path = results_dir / arm / "step0.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    model = SyntaxMTForConditionalGeneration.from_marian(pretrained, preset=ARMS[arm])
+    model.config.source_spacing = "despace_cjk"
+    tokenizer = convert_marian_tokenizer(pretrained)
+    needs_parse = model.config.needs_parser_at_inference
+    hyps = quality.translate(model, tokenizer, corpus.sources["dev"], corpus.parses("dev") if needs_parse else None,
+                             BEAMS, MAX_LENGTH, MAX_LENGTH)
+    result = {"arm": arm, "preset": ARMS[arm], **quality.score(hyps, corpus.targets["dev"], BLEU_TOKENIZE)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def finetune(arm: str, seed: int, pretrained: Path, corpus: Corpus, files: dict, args) -> dict:
+    """One arm × seed with `hf_syntax_mt.training.train` from the Marian checkpoint."""
+    from hf_syntax_mt.training import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
+
+    result_path = args.results_dir / arm / f"seed{seed}.json"
+    if result_path.is_file():
+        logger.info("%s seed %d: done (%s)", arm, seed, result_path)
+        return json.loads(result_path.read_text())
+    preset = ARMS[arm]
+    needs_parse = preset != "transformer_abs"
+    model_args = ModelArguments(model_name_or_path=str(pretrained), preset=preset,
+                                config_overrides="label_smoothing=0.1,attn_implementation=eager",
+                                parser="preparsed" if needs_parse else "none")
+    data_args = DataArguments(train_file=files["train"], validation_file=files["dev"], source_lang="ja", target_lang="en",
+                              max_source_length=MAX_LENGTH, max_target_length=MAX_LENGTH, source_spacing="despace_cjk",
+                              cache_dir=str(args.runs_dir / "features"))
+    output_dir = args.runs_dir / "finetune" / arm / f"seed{seed}"
+    training_args = SyntaxMTTrainingArguments(
+        output_dir=str(output_dir), seed=seed, per_device_train_batch_size=64, per_device_eval_batch_size=64,
+        learning_rate=args.finetune_lr, warmup_steps=2 if args.smoke else 200, num_train_epochs=args.finetune_epochs,
+        max_steps=6 if args.smoke else -1, eval_strategy="steps" if args.smoke else "epoch", eval_steps=3,
+        save_strategy="steps" if args.smoke else "epoch", save_steps=3, generation_num_beams=1, logging_steps=50,
+        use_cpu=True, report_to=[], disable_tqdm=True,
+    )
+    annotator = None
+    if needs_parse:
+        annotator = PreParsedAnnotator(corpus.parses("train") + corpus.parses("dev"))
+    start = time.time()
+    trained = train(model_args, data_args, training_args, annotator=annotator,
+                    command=" ".join([sys.executable, *sys.argv]))
+    model, tokenizer = trained.trainer.model, trained.trainer.processing_class
+    result = {"arm": arm, "preset": preset, "seed": seed, "pretrained": os.path.relpath(pretrained, REPO),
+              "train_seconds": round(time.time() - start, 1),
+              "greedy_dev_bleu_history": [e["eval_bleu"] for e in trained.trainer.state.log_history if "eval_bleu" in e],
+              **translate_sets(model, tokenizer, corpus, args.results_dir / arm / f"seed{seed}")}
+    result_path.parent.mkdir(parents=True, exist_ok=True)
+    result_path.write_text(json.dumps(result, indent=1) + "\n")
+    logger.info("%s seed %d: dev BLEU %.2f", arm, seed, result["dev"]["bleu"])
+    return result
+
+
+def run(args) -> None:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    corpus = Corpus(args.runs_dir, args.smoke)
+    pretrained = pretrain(corpus, args.runs_dir / "pretrained", args)
+    args.results_dir.mkdir(parents=True, exist_ok=True)
+    reference = args.results_dir / "pretrained.json"
+    if not reference.is_file():
+        scores = marian_dev_bleu(pretrained, corpus)
+        reference.write_text(json.dumps({k: v for k, v in scores.items() if k != "hypotheses"}, indent=1) + "\n")
+    files = corpus.write_pairs(args.runs_dir / "data")
+    arms = args.arms.split(",")
+    for arm in arms:
+        logger.info("%s before fine-tuning: %s", arm, step0(arm, pretrained, corpus, args.results_dir))
+    for seed in [int(s) for s in args.seeds.split(",")]:
+        for arm in arms:
+            finetune(arm, seed, pretrained, corpus, files, args)
+
+
+def summary(args) -> str:
+    """Mean ± std of dev BLEU per arm and the paired bootstrap of each syntax arm against `marian`."""
+    corpus_refs = read(CORPUS / "dev.en", 20 if args.smoke else None)
+    lines = [f"# Fine-tuning a pretrained Marian ({args.results_dir.name})", ""]
+    pretrained = args.results_dir / "pretrained.json"
+    if pretrained.is_file():
+        lines.append(f"Pretrained Marian, dev beam {BEAMS}: BLEU {json.loads(pretrained.read_text())['bleu']:.2f}")
+    lines += ["", "| arm | preset | step 0 BLEU | dev BLEU (beam 4) | seeds | Δ vs marian [95% CI] | p |", "|---|---|---|---|---|---|---|"]
+    stats = {}
+    for arm, preset in ARMS.items():
+        runs = sorted((args.results_dir / arm).glob("seed*.json"))
+        if not runs:
+            continue
+        results = [json.loads(p.read_text()) for p in runs]
+        stats[arm] = {r["seed"]: quality.bleu_statistics(read(REPO / r["dev"]["hypotheses"]), corpus_refs, BLEU_TOKENIZE)
+                      for r in results}
+        bleus = [r["dev"]["bleu"] for r in results]
+        step0_path = args.results_dir / arm / "step0.json"
+        zero = f"{json.loads(step0_path.read_text())['bleu']:.2f}" if step0_path.is_file() else "–"
+        delta = p_value = "–"
+        if arm != "marian" and "marian" in stats:
+            seeds = sorted(set(stats[arm]) & set(stats["marian"]))
+            if seeds:
+                test = quality.paired_bootstrap([stats[arm][s] for s in seeds], [stats["marian"][s] for s in seeds],
+                                                tokenize=BLEU_TOKENIZE)
+                delta = f"{test['delta']:+.2f} [{test['ci95'][0]:+.2f}, {test['ci95'][1]:+.2f}]"
+                p_value = f"{test['p_value']:.3f}"
+        std = float(np.std(bleus, ddof=1)) if len(bleus) > 1 else 0.0
+        lines.append(f"| {arm} | {preset} | {zero} | {np.mean(bleus):.2f} ± {std:.2f} | "
+                     f"{','.join(str(r['seed']) for r in results)} | {delta} | {p_value} |")
+    text = "\n".join(lines) + "\n"
+    (args.results_dir / "summary.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["run", "summary"])
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--pretrain-epochs", type=float, default=9)
+    parser.add_argument("--finetune-epochs", type=float, default=2)
+    parser.add_argument("--finetune-lr", type=float, default=2e-4)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--smoke", action="store_true", help="tiny model, 400 pairs, a few steps: checks the pipeline")
+    parser.add_argument("--runs-dir", type=Path, default=None, help="checkpoints, parses, features (gitignored)")
+    parser.add_argument("--results-dir", type=Path, default=None)
+    args = parser.parse_args(argv)
+    name = "marian_finetune_smoke" if args.smoke else "marian_finetune"
+    args.runs_dir = (args.runs_dir or quality.DEFAULT_RUNS.parent / name).resolve()
+    args.results_dir = (args.results_dir or (args.runs_dir / "results" if args.smoke else REPO / "benchmarks" / "results" / name)).resolve()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.command == "run":
+        run(args)
+    print(summary(args))
+
+
+if __name__ == "__main__":
+    main()
