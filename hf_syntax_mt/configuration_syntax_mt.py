@@ -70,6 +70,10 @@ class SyntaxMTConfig(PretrainedConfig):
       "dependency" tree, or "auto": trees when the parser gives them; "flat": a flat tree over
       the words, the no-syntax control), the same in training and at inference.
     - `parser`: the annotator settings recorded for the pipeline (a dict, or `None`).
+    - `label_smoothing`: ε of the token loss that `forward(labels=...)` returns; 0 (the default) is
+      plain cross-entropy, as every transformers model; the training recipes set the seeds' 0.1.
+    - `tie_word_embeddings`: one matrix for the source embedding, the target embedding and the output
+      projection (Vaswani et al.); `False` unties all three.
     """
 
     model_type = "syntax_mt"
@@ -98,7 +102,7 @@ class SyntaxMTConfig(PretrainedConfig):
         scale_embedding=True,
         normalize_before=False,
         init_std=0.02,
-        label_smoothing=0.1,
+        label_smoothing=0.0,
         use_absolute_positions=True,
         relative_positions=False,
         max_relative_position=2,
