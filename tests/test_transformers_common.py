@@ -51,9 +51,8 @@ def _sdist_tests_dir():
             raise RuntimeError(f"pip download of transformers=={version} failed: {error}") from error
         archives = list(Path(download).glob("transformers-*.tar.gz"))
         if result.returncode or not archives:
-            raise RuntimeError(
-                f"pip download of the transformers=={version} sdist failed: {result.stderr.strip()[-300:]}"
-            )
+            pip_error = " | ".join(result.stderr.strip().splitlines())[-300:]
+            raise RuntimeError(f"pip download of the transformers=={version} sdist failed: {pip_error}")
         with tarfile.open(archives[0]) as archive:
             members = {Path(m.name).name: m for m in archive.getmembers() if Path(m.name).parts[1:-1] == ("tests",)}
             missing = [name for name in COMMON_FILES if name not in members]
