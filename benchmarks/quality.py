@@ -736,7 +736,11 @@ def run_one(corpus: Corpus, preset: str, seed: int, args) -> Optional[dict]:
     if result_path.is_file():
         done = json.loads(result_path.read_text())
         missing = {k: v for k, v in parse_extra_evals(args.extra_eval).items() if k not in done.get("extra", {})}
-        if missing:
+        if missing and not (run_dir / "config.json").is_file():
+            logger.error("%s seed %d: cannot score the extra sets %s: the result %s exists but not its model %s "
+                         "(trained on another machine?); copy that run dir here or pass its --runs-dir, or delete the "
+                         "result file to retrain", preset, seed, sorted(missing), result_path, run_dir)
+        elif missing:
             logger.info("%s seed %d: finished; scoring the missing extra sets %s", preset, seed, sorted(missing))
             sub = argparse.Namespace(**{**vars(args), "extra_eval": [f"{k}={v[0]},{v[1]}" for k, v in missing.items()]})
             evaluate_only(corpus, run_dir, sub)

@@ -86,6 +86,10 @@ class SyntaxMTConfig(PretrainedConfig):
       characters removed, so natural and segmented Japanese/Chinese read alike) or `"segmented"`
       (trained on space-segmented CJK text; the pipeline warns about unsegmented input).
     - `parser`: the annotator settings recorded for the pipeline (a dict, or `None`).
+    - `label_smoothing`: ε of the token loss that `forward(labels=...)` returns; 0 (the default) is
+      plain cross-entropy, as every transformers model; the training recipes set the seeds' 0.1.
+    - `tie_word_embeddings`: one matrix for the source embedding, the target embedding and the output
+      projection (Vaswani et al.); `False` unties all three.
     """
 
     model_type = "syntax_mt"
@@ -114,7 +118,7 @@ class SyntaxMTConfig(PretrainedConfig):
         scale_embedding=True,
         normalize_before=False,
         init_std=0.02,
-        label_smoothing=0.1,
+        label_smoothing=0.0,
         use_absolute_positions=True,
         relative_positions=False,
         max_relative_position=2,

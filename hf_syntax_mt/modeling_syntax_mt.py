@@ -20,7 +20,12 @@ from transformers.activations import ACT2FN
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.generation import GenerationMixin
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput, Seq2SeqModelOutput
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
 from transformers.modeling_utils import PreTrainedModel
 from transformers.utils import logging
 from transformers.utils.deprecation import deprecate_kwarg
@@ -121,7 +126,7 @@ def dependency_relation_ids(source_heads, scheme, max_distance):
     return ids.masked_fill(~same_tree, NO_RELATION), 2 * max_distance + 2
 
 
-def dependency_depth_buckets(source_heads, max_distance):
+def dependency_depth_buckets(source_heads, max_distance, dtype=torch.float32):
     """The `depth` relation ids of `dependency_relation_ids`, factorised through key buckets.
 
     The id of a pair, clip(depth_j - depth_i, l) + l within one tree, depends on the key j only
@@ -134,7 +139,8 @@ def dependency_depth_buckets(source_heads, max_distance):
     M = (number of trees) × (maximum depth + 1) of the batch, rounded up to a multiple of 16 with
     empty buckets (fused attention kernels are much slower for head sizes that are not).
 
-    Returns (key_buckets float (B, n, M), zero rows outside the tree; query_ids LongTensor (B, n, M)).
+    Returns (key_buckets (B, n, M) in `dtype` (the attention's), zero rows outside the tree;
+    query_ids LongTensor (B, n, M)).
     """
     depth, _, root, in_tree = _walk_to_roots(source_heads)
     positions = torch.arange(source_heads.shape[1], device=source_heads.device)
@@ -143,7 +149,7 @@ def dependency_depth_buckets(source_heads, max_distance):
     num_depths = int(depth.max()) + 1
     num_buckets = -(-max(int(is_root.sum(1).max()), 1) * num_depths // 16) * 16
     buckets = torch.arange(num_buckets, device=source_heads.device)
-    key_buckets = F.one_hot(tree_rank * num_depths + depth, num_buckets).float() * in_tree[..., None]
+    key_buckets = F.one_hot(tree_rank * num_depths + depth, num_buckets).to(dtype) * in_tree[..., None]
     query_ids = (buckets % num_depths - depth[..., None]).clamp(-max_distance, max_distance) + max_distance
     same_tree = in_tree[..., None] & (buckets // num_depths == tree_rank[..., None])
     return key_buckets, query_ids.masked_fill(~same_tree, NO_RELATION)
@@ -340,7 +346,7 @@ class SyntaxMTAttention(nn.Module):
         Args:
             hidden_states: (B, q, d) queries (and keys/values for self-attention).
             key_value_states: (B, k, d) encoder states for cross-attention.
-            padding_mask: bool (B, k), True where the key is a real token.
+            padding_mask: bool (B, k), True where the key is a real token (with a cache: past and new keys).
             causal: mask keys after the query (query i sits at position past_length + i).
             relation_terms: `RelationTerm`s / `BucketRelationTerm`s added to keys and values.
             localized_log_mask: (B, q, k) log G added to the last `localized_heads` heads.
@@ -379,8 +385,12 @@ class SyntaxMTAttention(nn.Module):
 
         fused = self.config._attn_implementation == "sdpa"
         if fused and not (pair_terms or localized or self.parse_head or need_weights):
+            additive_mask = None
+            if mask is not None:  # additive, as the explicit path: a fully masked row gets uniform weights, not NaN
+                additive_mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device)
+                additive_mask.masked_fill_(mask, torch.finfo(query.dtype).min)
             output = F.scaled_dot_product_attention(
-                extended_query, extended_key, extended_value, attn_mask=None if mask is None else ~mask,
+                extended_query, extended_key, extended_value, attn_mask=additive_mask,
                 dropout_p=self.dropout if self.training else 0.0, scale=1.0,
             )
             return self._finish(output, bucket_terms, (), hidden_states.shape[0]), None, None
@@ -417,7 +427,7 @@ class SyntaxMTAttention(nn.Module):
             return scaled_query, key, value
         queries, keys, values = [scaled_query], [key], [value]
         for term in bucket_terms:
-            buckets = term.key_buckets[:, None].expand(-1, key.shape[1], -1, -1)
+            buckets = term.key_buckets[:, None].expand(-1, key.shape[1], -1, -1).to(key.dtype)
             if term.key_table is not None:
                 queries.append(relation_key_logits(scaled_query, term.query_ids, term.key_table))
                 keys.append(buckets)
@@ -582,6 +592,7 @@ class SyntaxMTDecoderLayer(SyntaxMTEncoderLayer):
         hidden_states,
         encoder_hidden_states,
         encoder_padding_mask,
+        padding_mask=None,
         cache=None,
         relative_ids=None,
         output_attentions=False,
@@ -591,7 +602,12 @@ class SyntaxMTDecoderLayer(SyntaxMTEncoderLayer):
             hidden_states,
             self.self_attn_layer_norm,
             lambda x: self.self_attn(
-                x, causal=True, cache=cache, relation_terms=terms, need_weights=output_attentions
+                x,
+                padding_mask=padding_mask,
+                causal=True,
+                cache=cache,
+                relation_terms=terms,
+                need_weights=output_attentions,
             ),
         )
         hidden_states, (cross_probs, _) = self._residual(
@@ -623,6 +639,13 @@ class SyntaxMTEncoderOutput(BaseModelOutput):
     parse_logits: torch.FloatTensor | None = None
     source_tree_logits: torch.FloatTensor | None = None
     source_heads: torch.LongTensor | None = None
+
+
+@dataclass
+class SyntaxMTDecoderOutput(BaseModelOutputWithPastAndCrossAttentions):
+    """Decoder output plus the scores of the decoder parse head (B, m, m) when DBSA-dec is on."""
+
+    parse_logits: torch.FloatTensor | None = None
 
 
 @dataclass
@@ -667,6 +690,15 @@ class SyntaxMTPreTrainedModel(PreTrainedModel):
     def _can_set_attn_implementation(cls) -> bool:
         """`set_attn_implementation("eager" | "sdpa")` works: attention reads the config at every call."""
         return True
+
+    def _output_switches(self, output_attentions, output_hidden_states, return_dict):
+        """The call's `output_attentions`, `output_hidden_states`, `return_dict`; the config's where not given."""
+        config = self.config
+        return (
+            config.output_attentions if output_attentions is None else output_attentions,
+            config.output_hidden_states if output_hidden_states is None else output_hidden_states,
+            config.return_dict if return_dict is None else return_dict,
+        )
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -743,15 +775,22 @@ def decode_source_heads(tree_logits, input_ids, attention_mask, special_token_id
 
 class SyntaxMTStack(SyntaxMTPreTrainedModel):
     """What the encoder and decoder stacks share: layers, and the input embedding
-    x_t = sqrt(d_model) · E[y_t] (+ PE(position_t) when `use_absolute_positions`), then dropout."""
+    x_t = sqrt(d_model) · E[y_t] (+ PE(position_t) when `use_absolute_positions`), then dropout.
+    Each stack owns its token embedding E; the models tie them (`_tied_weights_keys`)."""
 
-    def __init__(self, config, embed_tokens, layer_class, num_layers):
+    def __init__(self, config, layer_class, num_layers):
         super().__init__(config)
-        self.embed_tokens = embed_tokens
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.layers = nn.ModuleList([layer_class(config, i + 1) for i in range(num_layers)])
         self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
         self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.embed_tokens = value
 
     def embed(self, input_ids=None, inputs_embeds=None, past_length=0, side="source"):
         if inputs_embeds is None:
@@ -770,8 +809,8 @@ class SyntaxMTStack(SyntaxMTPreTrainedModel):
 
 
 class SyntaxMTEncoder(SyntaxMTStack):
-    def __init__(self, config, embed_tokens):
-        super().__init__(config, embed_tokens, SyntaxMTEncoderLayer, config.encoder_layers)
+    def __init__(self, config):
+        super().__init__(config, SyntaxMTEncoderLayer, config.encoder_layers)
         self.source_parser = SyntaxMTSourceParser(config) if config.self_parsing else None
 
     def forward(
@@ -781,14 +820,18 @@ class SyntaxMTEncoder(SyntaxMTStack):
         source_heads=None,
         source_distances=None,
         inputs_embeds=None,
-        output_attentions=False,
-        output_hidden_states=False,
-        return_dict=True,
-        **kwargs,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
     ):
         """Encode the source; `source_heads` / `source_distances` as in SPEC §7. A self-parsing model
         without `source_heads` reads the tree its parse module predicts (SPEC §9)."""
         config = self.config
+        output_attentions, output_hidden_states, return_dict = self._output_switches(
+            output_attentions, output_hidden_states, return_dict
+        )
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("the encoder takes exactly one of input_ids and inputs_embeds")
         hidden_states = self.embed(input_ids, inputs_embeds)
         batch_size, length = hidden_states.shape[:2]
         if length == 0:
@@ -819,7 +862,7 @@ class SyntaxMTEncoder(SyntaxMTStack):
             _check_features("source_heads", source_heads, reference)
             source_heads = source_heads.masked_fill(attention_mask == 0, IGNORE_INDEX)
             if config.dependency_relations == "depth":
-                dependency = dependency_depth_buckets(source_heads, config.max_dependency_distance)
+                dependency = dependency_depth_buckets(source_heads, config.max_dependency_distance, hidden_states.dtype)
             elif config.dependency_relations is not None:
                 dependency, _ = dependency_relation_ids(source_heads, config.dependency_relations, config.max_dependency_distance)
             else:
@@ -847,7 +890,7 @@ class SyntaxMTEncoder(SyntaxMTStack):
         if self.layer_norm is not None:
             hidden_states = self.layer_norm(hidden_states)
         all_hidden_states.append(hidden_states)
-        return SyntaxMTEncoderOutput(
+        output = SyntaxMTEncoderOutput(
             last_hidden_state=hidden_states,
             hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
             attentions=tuple(all_attentions) if output_attentions else None,
@@ -855,25 +898,38 @@ class SyntaxMTEncoder(SyntaxMTStack):
             source_tree_logits=source_tree_logits,
             source_heads=source_heads if self.source_parser is not None else None,
         )
+        return output if return_dict else output.to_tuple()
 
 
 class SyntaxMTDecoder(SyntaxMTStack):
-    def __init__(self, config, embed_tokens):
-        super().__init__(config, embed_tokens, SyntaxMTDecoderLayer, config.decoder_layers)
+    def __init__(self, config):
+        super().__init__(config, SyntaxMTDecoderLayer, config.decoder_layers)
 
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
         self,
-        input_ids,
-        encoder_hidden_states,
+        input_ids=None,
+        attention_mask=None,
+        encoder_hidden_states=None,
         encoder_attention_mask=None,
         cache=None,
-        use_cache=False,
-        output_attentions=False,
-        output_hidden_states=False,
+        inputs_embeds=None,
+        use_cache=None,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
     ):
-        """Decode with causal self-attention; query positions start at the cache's past length."""
+        """Decode with causal self-attention; query positions start at the cache's past length.
+
+        attention_mask: (B, past + m) padding mask of the decoder tokens (1 = real), optional.
+        """
         config = self.config
-        batch_size, length = input_ids.shape
+        output_attentions, output_hidden_states, return_dict = self._output_switches(
+            output_attentions, output_hidden_states, return_dict
+        )
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("the decoder takes exactly one of input_ids and inputs_embeds")
+        use_cache = config.use_cache if use_cache is None else use_cache
         if self.training and any(layer.gradient_checkpointing for layer in self.layers):
             if cache is not None and cache.get_seq_length() > 0:
                 raise ValueError(
@@ -886,11 +942,20 @@ class SyntaxMTDecoder(SyntaxMTStack):
         if use_cache and cache is None:
             cache = EncoderDecoderCache(DynamicCache(), DynamicCache())
         past_length = cache.get_seq_length() if cache is not None else 0
-        hidden_states = self.embed(input_ids, past_length=past_length, side="target")
+        hidden_states = self.embed(input_ids, inputs_embeds, past_length=past_length, side="target")
+        length = hidden_states.shape[1]
+        padding_mask = None
+        if attention_mask is not None:
+            if attention_mask.shape[-1] != past_length + length:
+                raise ValueError(
+                    f"decoder_attention_mask has length {attention_mask.shape[-1]}, but the decoder reads "
+                    f"{past_length} cached + {length} new tokens: give the mask of all {past_length + length}"
+                )
+            padding_mask = attention_mask.bool()
         relative_ids = None
         if config.relative_positions:
             relative_ids = relative_position_ids(
-                length, past_length + length, config.max_relative_position, past_length, device=input_ids.device
+                length, past_length + length, config.max_relative_position, past_length, device=hidden_states.device
             )
         encoder_padding_mask = None if encoder_attention_mask is None else encoder_attention_mask.bool()
         all_hidden_states, self_attentions, cross_attentions, parse_logits = [], [], [], None
@@ -900,6 +965,7 @@ class SyntaxMTDecoder(SyntaxMTStack):
                 hidden_states,
                 encoder_hidden_states,
                 encoder_padding_mask,
+                padding_mask=padding_mask,
                 cache=cache,
                 relative_ids=relative_ids,
                 output_attentions=output_attentions,
@@ -911,18 +977,20 @@ class SyntaxMTDecoder(SyntaxMTStack):
         if self.layer_norm is not None:
             hidden_states = self.layer_norm(hidden_states)
         all_hidden_states.append(hidden_states)
-        return (
-            hidden_states,
-            cache if use_cache else None,
-            tuple(all_hidden_states) if output_hidden_states else None,
-            tuple(self_attentions) if output_attentions else None,
-            tuple(cross_attentions) if output_attentions else None,
-            parse_logits,
+        output = SyntaxMTDecoderOutput(
+            last_hidden_state=hidden_states,
+            cache=cache if use_cache else None,
+            hidden_states=tuple(all_hidden_states) if output_hidden_states else None,
+            attentions=tuple(self_attentions) if output_attentions else None,
+            cross_attentions=tuple(cross_attentions) if output_attentions else None,
+            parse_logits=parse_logits,
         )
+        return output if return_dict else output.to_tuple()
 
 
 class SyntaxMTModel(SyntaxMTPreTrainedModel):
-    """The bare syntax-aware encoder–decoder (no LM head)."""
+    """The bare syntax-aware encoder–decoder (no LM head). With `tie_word_embeddings` (the default) the
+    source and target embeddings are one matrix (`shared`), as in Vaswani et al."""
 
     _tied_weights_keys = {
         "encoder.embed_tokens.weight": "shared.weight",
@@ -932,8 +1000,8 @@ class SyntaxMTModel(SyntaxMTPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
         self.shared = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
-        self.encoder = SyntaxMTEncoder(config, self.shared)
-        self.decoder = SyntaxMTDecoder(config, self.shared)
+        self.encoder = SyntaxMTEncoder(config)
+        self.decoder = SyntaxMTDecoder(config)
         self.post_init()
 
     def get_input_embeddings(self):
@@ -947,62 +1015,77 @@ class SyntaxMTModel(SyntaxMTPreTrainedModel):
     def get_encoder(self):
         return self.encoder
 
+    def get_decoder(self):
+        return self.decoder
+
     @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
         self,
         input_ids=None,
         attention_mask=None,
         decoder_input_ids=None,
+        decoder_attention_mask=None,
         encoder_outputs=None,
         cache=None,
+        inputs_embeds=None,
+        decoder_inputs_embeds=None,
         source_heads=None,
         source_distances=None,
         use_cache=None,
-        output_attentions=False,
-        output_hidden_states=False,
-        return_dict=True,
-        **kwargs,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
     ):
-        """Syntax features reach the encoder only; once `encoder_outputs` is given they are ignored."""
+        """Syntax features reach the encoder only; once `encoder_outputs` is given they are ignored.
+        `decoder_attention_mask` (B, past + m) masks padded decoder tokens as keys (1 = real)."""
+        output_attentions, output_hidden_states, return_dict = self._output_switches(
+            output_attentions, output_hidden_states, return_dict
+        )
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
                 attention_mask=attention_mask,
                 source_heads=source_heads,
                 source_distances=source_distances,
+                inputs_embeds=inputs_embeds,
                 output_attentions=output_attentions,
                 output_hidden_states=output_hidden_states,
+                return_dict=True,
             )
         elif not isinstance(encoder_outputs, SyntaxMTEncoderOutput):
             encoder_outputs = SyntaxMTEncoderOutput(*encoder_outputs)
-        use_cache = self.config.use_cache if use_cache is None else use_cache
-        hidden, new_cache, hidden_states, self_attentions, cross_attentions, decoder_parse_logits = self.decoder(
-            decoder_input_ids,
-            encoder_outputs.last_hidden_state,
-            attention_mask,
+        decoder_outputs = self.decoder(
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
             cache=cache,
+            inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
-        return SyntaxMTModelOutput(
-            last_hidden_state=hidden,
-            cache=new_cache,
-            decoder_hidden_states=hidden_states,
-            decoder_attentions=self_attentions,
-            cross_attentions=cross_attentions,
+        output = SyntaxMTModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            cache=decoder_outputs.cache,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
             encoder_attentions=encoder_outputs.attentions,
             encoder_parse_logits=encoder_outputs.parse_logits,
-            decoder_parse_logits=decoder_parse_logits,
+            decoder_parse_logits=decoder_outputs.parse_logits,
             source_tree_logits=encoder_outputs.source_tree_logits,
             source_heads=encoder_outputs.source_heads,
         )
+        return output if return_dict else output.to_tuple()
 
 
 class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin):
-    """Syntax-aware NMT model with a (tied) LM head, label-smoothed loss and DBSA parse losses.
+    """Syntax-aware NMT model with a (tied) LM head; loss = cross-entropy (label-smoothed when
+    `config.label_smoothing` > 0) plus the DBSA parse losses and the self-parsing loss.
 
     logits = lm_head(h) + final_logits_bias, the bias a (1, V) buffer as in BART / Marian (zeros unless a
     converted checkpoint brings one, see `from_marian`; checkpoints saved without it load with zeros).
@@ -1044,6 +1127,9 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
     def get_encoder(self):
         return self.model.encoder
 
+    def get_decoder(self):
+        return self.model.decoder
+
     def get_input_embeddings(self):
         return self.model.shared
 
@@ -1062,28 +1148,33 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
         input_ids=None,
         attention_mask=None,
         decoder_input_ids=None,
+        decoder_attention_mask=None,
         encoder_outputs=None,
         cache=None,
+        inputs_embeds=None,
+        decoder_inputs_embeds=None,
         labels=None,
         source_heads=None,
         source_distances=None,
         target_heads=None,
         use_cache=None,
-        output_attentions=False,
-        output_hidden_states=False,
-        return_dict=True,
+        output_attentions=None,
+        output_hidden_states=None,
+        return_dict=None,
     ):
         """
         labels: (B, m) target ids, -100 ignored; decoder inputs are labels shifted right.
         source_heads, source_distances, target_heads: syntax features (SPEC §7); `target_heads`
         indexes the labels row and is shifted with it (`shift_target_heads_right`).
-        loss = token loss + λ_enc · encoder parse loss + λ_dec · decoder parse loss; a parse term is
-        added when its gold heads are given (required in training, optional in evaluation).
+        loss = token loss + λ_enc · encoder parse loss + λ_dec · decoder parse loss; the token loss is
+        the cross-entropy, label-smoothed with ε = `config.label_smoothing` (default 0: plain CE); a parse
+        term is added when its gold heads are given (required in training, optional in evaluation).
         """
         config = self.config
+        return_dict = config.return_dict if return_dict is None else return_dict
         if labels is not None:
             use_cache = False
-            if decoder_input_ids is None:
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = shift_tokens_right(labels, config.pad_token_id, config.decoder_start_token_id)
         if self.training and labels is not None:
             if config.dbsa_encoder_layer and source_heads is None:
@@ -1105,13 +1196,17 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
             input_ids=input_ids,
             attention_mask=attention_mask,
             decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
             encoder_outputs=encoder_outputs,
             cache=cache,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
             source_heads=source_heads,
             source_distances=source_distances,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         logits = self.lm_head(outputs.last_hidden_state) + self.final_logits_bias
 
@@ -1138,7 +1233,7 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
                 source_tree_loss = _parse_loss(outputs.source_tree_logits, gold)
                 loss = loss + config.self_parsing_loss_weight * source_tree_loss
 
-        return SyntaxMTSeq2SeqLMOutput(
+        output = SyntaxMTSeq2SeqLMOutput(
             loss=loss,
             logits=logits,
             cache=outputs.cache,
@@ -1157,6 +1252,7 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
             source_tree_logits=outputs.source_tree_logits,
             source_heads=outputs.source_heads,
         )
+        return output if return_dict else output.to_tuple()
 
     @torch.no_grad()
     def predict_heads(self, input_ids, attention_mask=None, decoder_input_ids=None, labels=None, **syntax_features):
@@ -1191,6 +1287,7 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
                 attention_mask=attention_mask,
                 decoder_input_ids=decoder_input_ids,
                 use_cache=False,
+                return_dict=True,
                 **syntax_features,
             )
         finally:

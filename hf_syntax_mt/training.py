@@ -81,6 +81,7 @@ from .syntax import (
 logger = logging.getLogger(__name__)
 
 COMPONENT_LOSSES = ("token_loss", "encoder_parse_loss", "decoder_parse_loss")
+RECIPE_LABEL_SMOOTHING = 0.1  # the seeds' ε; the model's own default is plain cross-entropy (SPEC §1)
 MODEL_CARD_TEMPLATE = Path(__file__).resolve().parents[1] / "model_cards" / "TEMPLATE.md"
 
 
@@ -183,8 +184,9 @@ class DataArguments:
 class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
     """`Seq2SeqTrainingArguments` with the package's recipe as defaults (all overridable):
     AdamW β2 = 0.98, lr 7e-4, 800 warm-up steps then inverse-sqrt decay, evaluation by generation
-    each epoch, best checkpoint by BLEU. Label smoothing lives in the model
-    config (`label_smoothing`, 0.1), so `label_smoothing_factor` stays 0."""
+    each epoch, best checkpoint by BLEU. Label smoothing lives in the model config: a new model is
+    trained with `label_smoothing=RECIPE_LABEL_SMOOTHING` (0.1, unless `--config_overrides` sets it),
+    inside the model's loss with the DBSA parse terms, so `label_smoothing_factor` stays 0."""
 
     learning_rate: float = field(default=7e-4, metadata={"help": "Peak learning rate"})
     adam_beta2: float = field(default=0.98, metadata={"help": "AdamW beta2"})
@@ -687,7 +689,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
             raise ValueError(f"--preset {model_args.preset} but --model_name_or_path is a {config.preset or 'custom'} "
                              "model; drop --preset to continue that model")
     else:
-        config = SyntaxMTConfig.from_preset(model_args.preset, **parse_config_overrides(model_args.config_overrides))
+        overrides = {"label_smoothing": RECIPE_LABEL_SMOOTHING, **parse_config_overrides(model_args.config_overrides)}
+        config = SyntaxMTConfig.from_preset(model_args.preset, **overrides)
         model = None
 
     config.source_spacing = _source_spacing(data_args, raw, config, continuing=model is not None and not marian)

@@ -12,6 +12,7 @@ from torch.nn import functional as F
 from hf_syntax_mt import (
     SyntaxMTConfig,
     SyntaxMTForConditionalGeneration,
+    SyntaxMTModel,
     dependency_depth_buckets,
     dependency_relation_ids,
     labeled_relation_names,
@@ -384,6 +385,113 @@ def test_save_and_load_give_identical_logits(tmp_path):
         after = loaded(**batch, decoder_input_ids=decoder_input_ids).logits
     assert torch.equal(before, after)
     assert loaded.config.preset == config.preset and loaded.config.sla_layers == [1]
+
+
+@pytest.mark.parametrize("stored", ["save_model", "lm_head only", "encoder embedding only", "bf16 load"])
+def test_every_way_of_storing_the_tied_embedding_loads(tmp_path, stored):
+    """The tied embedding (shared, encoder, decoder, lm_head) loads from whichever of its names the file
+    keeps: safetensors.torch.save_model keeps lm_head.weight; a file may lack model.shared.weight."""
+    from safetensors.torch import save_file, save_model
+
+    torch.manual_seed(0)
+    config = tiny_config("transformer_dep_rel")
+    model = SyntaxMTForConditionalGeneration(config).eval()
+    batch = random_batch([7, 5], seed=11)
+    inputs = dict(**batch, decoder_input_ids=batch["input_ids"])
+    model.save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    names = ("model.shared.weight", "lm_head.weight", "model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
+    if stored == "save_model":
+        save_model(model, str(weights), metadata={"format": "pt"})
+    elif stored != "bf16 load":
+        keep = "lm_head.weight" if stored == "lm_head only" else "model.encoder.embed_tokens.weight"
+        state = {k: v.clone() for k, v in model.state_dict().items() if k not in names}
+        save_file({**state, keep: model.lm_head.weight.detach().clone()}, str(weights), metadata={"format": "pt"})
+    dtype = torch.bfloat16 if stored == "bf16 load" else torch.float32
+    loaded, info = SyntaxMTForConditionalGeneration.from_pretrained(tmp_path, dtype=dtype, output_loading_info=True)
+    loaded.eval()
+    assert info["missing_keys"] == set() or info["missing_keys"] == []
+    assert all(loaded.get_parameter(name) is loaded.model.shared.weight for name in names)
+    assert loaded.model.shared.weight.device.type == "cpu" and loaded.model.shared.weight.dtype == dtype
+    with torch.no_grad():
+        expected = model(**inputs).logits
+        logits = loaded(**inputs).logits.float()
+    torch.testing.assert_close(logits, expected, atol=0.05 if dtype == torch.bfloat16 else 0.0, rtol=0)
+    generated = loaded.generate(**batch, max_new_tokens=4, num_beams=2)
+    assert generated.shape[0] == 2
+
+
+def test_outputs_follow_the_config_and_return_dict():
+    torch.manual_seed(0)
+    config = tiny_config("transformer_rel", output_hidden_states=True)
+    model = SyntaxMTForConditionalGeneration(config).eval()
+    batch = random_batch([6, 4], seed=12)
+    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels)
+    with torch.no_grad():
+        outputs = model(**inputs)
+        assert len(outputs.encoder_hidden_states) == len(outputs.decoder_hidden_states) == config.encoder_layers + 1
+        assert model(**inputs, output_hidden_states=False).encoder_hidden_states is None
+        model.set_attn_implementation("eager")  # transformers allows config.output_attentions with eager only
+        model.config.output_attentions = True
+        assert len(model(**inputs).cross_attentions) == config.decoder_layers
+        loss, logits, *rest = model(**inputs, return_dict=False)
+        model.config.return_dict = False
+        assert isinstance(model(**inputs), tuple) and isinstance(model.model(**batch, decoder_input_ids=labels.clamp(0)), tuple)
+    torch.testing.assert_close((loss, logits), (outputs.loss, outputs.logits))  # eager vs sdpa: rounding only
+
+
+def test_plain_cross_entropy_by_default_and_label_smoothing_on_request():
+    torch.manual_seed(0)
+    batch = random_batch([6, 4], seed=13)
+    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels)
+    assert SyntaxMTConfig().label_smoothing == 0.0
+    model = SyntaxMTForConditionalGeneration(tiny_config("transformer_abs")).eval()
+    with torch.no_grad():
+        outputs = model(**inputs)
+        plain = F.cross_entropy(outputs.logits.flatten(0, 1), labels.flatten())
+        model.config.label_smoothing = 0.1
+        smoothed = model(**inputs).loss
+    torch.testing.assert_close(outputs.loss, plain)
+    torch.testing.assert_close(smoothed, F.cross_entropy(outputs.logits.flatten(0, 1), labels.flatten(), label_smoothing=0.1))
+
+
+def test_decoder_attention_mask_masks_padded_target_keys_and_follows_the_cache():
+    torch.manual_seed(0)
+    config = tiny_config("transformer_rel")
+    model = SyntaxMTForConditionalGeneration(config).eval()
+    batch = random_batch([6, 6], seed=14)
+    decoder_input_ids = batch["input_ids"][:, :5]
+    mask = torch.ones_like(decoder_input_ids)
+    mask[1, 1] = 0  # a padded key
+    encoder_inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    with torch.no_grad():
+        unmasked = model(**encoder_inputs, decoder_input_ids=decoder_input_ids).logits
+        ones = model(**encoder_inputs, decoder_input_ids=decoder_input_ids, decoder_attention_mask=torch.ones_like(mask)).logits
+        masked = model(**encoder_inputs, decoder_input_ids=decoder_input_ids, decoder_attention_mask=mask).logits
+        # the same with a cache: the prefix, then one token at a time with the mask of all tokens so far
+        step = model(**encoder_inputs, decoder_input_ids=decoder_input_ids[:, :3], decoder_attention_mask=mask[:, :3], use_cache=True)
+        cache, cached = step.cache, [step.logits]
+        for t in (3, 4):
+            step = model(**encoder_inputs, decoder_input_ids=decoder_input_ids[:, t : t + 1], decoder_attention_mask=mask[:, : t + 1],
+                         cache=cache, use_cache=True)
+            cache = step.cache
+            cached.append(step.logits)
+        with pytest.raises(ValueError, match="decoder_attention_mask has length 1"):
+            model(**encoder_inputs, decoder_input_ids=decoder_input_ids[:, 4:], decoder_attention_mask=mask[:, 4:], cache=cache)
+    assert torch.equal(ones, unmasked)
+    assert torch.allclose(masked[0], unmasked[0]) and torch.allclose(masked[1, :1], unmasked[1, :1], atol=1e-6)
+    assert not torch.allclose(masked[1, 2:], unmasked[1, 2:], atol=1e-4)  # later queries no longer see key 1
+    torch.testing.assert_close(torch.cat(cached, 1), masked, atol=1e-5, rtol=1e-5)
+
+
+def test_unknown_keywords_are_refused_by_both_models():
+    config = tiny_config("transformer_abs")
+    batch = random_batch([5], seed=15)
+    for model in (SyntaxMTModel(config), SyntaxMTForConditionalGeneration(config)):
+        with pytest.raises(TypeError, match="source_head"):
+            model(**batch, decoder_input_ids=batch["input_ids"], source_head=batch["source_heads"])
 
 
 def test_remote_code_reload_without_the_package(tmp_path):

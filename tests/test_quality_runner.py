@@ -6,6 +6,7 @@ tiny model and a few steps."""
 import importlib.util
 import json
 import random
+import shutil
 import sys
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def class_forwards(model):
     return forwards
 
 
-def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch):
+def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch, capsys):
     root, data, recipe_path, common = setup
     runs = quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1,2", "--max-steps", "4"])
     decoded_by = []  # the final decode of a bf16 run uses the plain model, not accelerate's autocast forward
@@ -127,6 +128,18 @@ def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch):
                         "--extra-eval", f"held={data / 'test.src'},{data / 'test.tgt'}"])
     assert set(out[0]) == {"dev", "held"}
     assert list((root / "results" / "synthetic.src-tgt" / "evaluate_only").glob("*.json"))
+
+    # a result recorded on another machine (no run dir here): a new extra set cannot be scored; one line says
+    # what is missing and what to do, and the other runs go on
+    abs_run_dir = Path(json.loads(abs_result.read_text())["run_dir"])
+    shutil.move(abs_run_dir, abs_run_dir.with_name("moved"))
+    capsys.readouterr()
+    kept = quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "2",
+                         "--extra-eval", f"other={data / 'test.src'},{data / 'test.tgt'}"])
+    message = [line for line in capsys.readouterr().out.splitlines() if "cannot score the extra sets" in line]
+    assert len(message) == 1 and str(abs_run_dir) in message[0] and "--runs-dir" in message[0]
+    assert "other" not in kept[0].get("extra", {})
+    shutil.move(abs_run_dir.with_name("moved"), abs_run_dir)
 
 
 def test_summary_writes_markdown_and_chart(setup):

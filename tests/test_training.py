@@ -148,6 +148,7 @@ def test_end_to_end_outputs_and_push_files():
     config = json.loads((out / "config.json").read_text())
     assert config["preset"] == "transformer_dep_rel+transformer_dbsa+transformer_sla"
     assert "parser" in config and config["parser"] is None  # pre-parsed data: no parser to re-create
+    assert config["label_smoothing"] == 0.1  # the recipe's ε, set by training (the model's default is plain CE)
     assert config["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_syntax_mt.SyntaxMTForConditionalGeneration"
     assert config["vocab_size"] == len(AutoTokenizer.from_pretrained(out))
     card = (out / "README.md").read_text()

@@ -1,0 +1,80 @@
+"""Half precision and compilation as a GPU user runs them (issue 23), here on the CPU.
+
+Every preset runs forward, backward and `generate` with its weights in bf16 and in fp16, and in fp32
+under `torch.autocast` (bf16 and fp16), with both attention implementations; its logits stay close to
+those of the same weights in fp32. Tolerances, for logits of magnitude ≈ 3 (init_std 0.1): bf16 keeps
+8 mantissa bits (≈ 0.4 % per rounding) → max |Δlogit| ≤ 0.05; fp16 keeps 11 bits → ≤ 0.01 (observed on
+this CPU: ≤ 0.02 and ≤ 0.002). `torch.compile` (inductor, CPU) gives the eager logits (≤ 1e-5) for
+transformer_abs, transformer_dep_rel and transformer_sla.
+"""
+
+import copy
+import shutil
+
+import pytest
+import torch
+
+from hf_syntax_mt import SyntaxMTForConditionalGeneration
+
+from model_helpers import ALL_PRESETS, random_batch, syntax_kwargs, tiny_config
+
+TOLERANCE = {torch.bfloat16: 0.05, torch.float16: 0.01}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _model_and_inputs(preset, **overrides):
+    config = tiny_config(preset, init_std=0.1, **overrides)
+    torch.manual_seed(0)
+    model = SyntaxMTForConditionalGeneration(config).eval()
+    batch = random_batch([7, 5, 6], seed=1)
+    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **syntax_kwargs(config, batch))
+    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+    targets = dict(labels=labels)
+    if config.needs_target_heads:  # the source trees serve as target trees: same rows, same shapes
+        targets["target_heads"] = batch["source_heads"]
+    return model, inputs, targets
+
+
+@pytest.mark.parametrize("mode", ["bf16 weights", "fp16 weights", "bf16 autocast", "fp16 autocast"])
+@pytest.mark.parametrize("preset", ALL_PRESETS)
+def test_half_precision_forward_backward_generate(preset, mode):
+    reference, inputs, targets = _model_and_inputs(preset)
+    with torch.no_grad():
+        expected = reference(**inputs, **targets).logits
+    precision, how = mode.split()
+    dtype = DTYPES[precision]
+    for attn_implementation in ("sdpa", "eager"):
+        model = copy.deepcopy(reference)
+        model.set_attn_implementation(attn_implementation)
+        if how == "weights":
+            model.to(dtype)
+        with torch.autocast("cpu", dtype=dtype, enabled=how == "autocast"):
+            model.train()  # dropout is 0 in the tiny config: same function, with gradients
+            outputs = model(**inputs, **targets)
+            outputs.loss.backward()
+            model.eval()
+            generated = model.generate(**inputs, max_new_tokens=5, num_beams=2)
+        assert outputs.logits.dtype == dtype
+        torch.testing.assert_close(outputs.logits.float(), expected, atol=TOLERANCE[dtype], rtol=0)
+        gradients = [p.grad for p in model.parameters() if p.grad is not None]
+        assert gradients and all(torch.isfinite(g).all() for g in gradients)
+        assert sum(g.abs().sum() for g in gradients) > 0
+        assert generated.shape[0] == inputs["input_ids"].shape[0] and (generated < model.config.vocab_size).all()
+
+
+@pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
+                    reason="torch.compile's inductor backend needs a C++ compiler on the CPU, and none is installed")
+@pytest.mark.parametrize("preset", ["transformer_abs", "transformer_dep_rel", "transformer_sla"])
+def test_torch_compile_gives_the_eager_logits(preset):
+    """Compiles with graph breaks where the syntax features are checked and the tree is walked
+    (data-dependent control flow); one layer per stack keeps inductor's compile time down."""
+    model, inputs, _ = _model_and_inputs(preset, encoder_layers=1, decoder_layers=1)
+    inputs["decoder_input_ids"] = inputs["input_ids"]
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            expected = model(**inputs).logits
+            compiled = torch.compile(model, backend="inductor")
+            torch.testing.assert_close(compiled(**inputs).logits, expected, atol=1e-5, rtol=1e-5)
+    finally:
+        torch._dynamo.reset()
