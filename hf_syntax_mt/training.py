@@ -676,9 +676,9 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     # model config
     marian = bool(model_args.model_name_or_path) and is_marian_checkpoint(model_args.model_name_or_path)
     if marian:
-        model = SyntaxMTForConditionalGeneration.from_marian(
-            model_args.model_name_or_path, preset=model_args.preset, **parse_config_overrides(model_args.config_overrides)
-        )
+        overrides = {"label_smoothing": RECIPE_LABEL_SMOOTHING, **parse_config_overrides(model_args.config_overrides)}
+        model = SyntaxMTForConditionalGeneration.from_marian(model_args.model_name_or_path, preset=model_args.preset,
+                                                             **overrides)
         config = model.config
     elif model_args.model_name_or_path:
         if model_args.config_overrides:
