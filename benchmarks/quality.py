@@ -3,6 +3,7 @@
     python benchmarks/quality.py parse   --recipe R                  # parse caches + alignment check
     python benchmarks/quality.py run     --recipe R --presets A,B --seeds 1,2,3 [--extra-eval name=src,tgt]
     python benchmarks/quality.py run     --recipe R --evaluate-only RUN_DIR_OR_CHECKPOINT --extra-eval ...
+    python benchmarks/quality.py blind   --recipe R [--presets A,B --seeds 1,2]   # missing blind test translations
     python benchmarks/quality.py summary --recipe R [--recipe R2 ...]   # model_cards/RESULTS.md + PNG (other recipes kept)
 
 A recipe (`benchmarks/recipes/*.json`, one per corpus and direction) fixes the data, the parsers,
@@ -20,7 +21,10 @@ own name like any preset. For every (preset, seed):
 3. `hf_syntax_mt.training.train` (greedy dev BLEU each epoch picks the checkpoint);
 4. the best model translates dev (and every `--extra-eval` set) with beam `final_num_beams`
    by a direct `generate` loop in corpus order, scored with sacrebleu; a direct greedy pass is
-   compared with the Trainer's greedy dev BLEU (the group_by_length eval-order bug check);
+   compared with the Trainer's greedy dev BLEU (the group_by_length eval-order bug check); the
+   recipe's blind test source (`test_source`, whose references the project does not have) is
+   translated the same way into `seed<k>.test.beam<k>.txt`, never scored; the saved config records
+   the source parser of the parse caches (`config.parser`), so the run dir loads in the pipeline;
 5. `results/<recipe>/<preset>/seed<k>.json` + hypothesis files; checkpoints stay in
    `<runs>/<recipe>/<preset>/seed<k>` (never in the repository). A run whose JSON exists is
    skipped; an interrupted run resumes from its last checkpoint.
@@ -28,7 +32,7 @@ own name like any preset. For every (preset, seed):
 Pre-tokenized Japanese (small_parallel_enja is KyTea-segmented with spaces): GiNZA parses the text
 with the spaces removed (natural Japanese, which it was trained on; on spaced text Sudachi follows
 the KyTea cuts and the parses get worse), and each word's span is mapped back into the spaced
-text (`DespacedSpacyAnnotator`). A GiNZA word may then cover a space (KyTea `送 っ` = Sudachi
+text (`hf_syntax_mt.syntax.DespacedSpacyAnnotator`). A GiNZA word may then cover a space (KyTea `送 っ` = Sudachi
 `送っ`): its subwords all belong to that word, as the alignment rule in `hf_syntax_mt.syntax`
 says; `parse` prints how many parser words got no subword of their own.
 
@@ -53,7 +57,7 @@ from pathlib import Path
 from typing import Optional
 
 from quality_lib.recipes import REPO
-from quality_lib.runner import parse_command, run
+from quality_lib.runner import blind_command, parse_command, run
 from quality_lib.summary import RESULTS_MD, summary
 
 DEFAULT_RUNS = Path(os.environ.get("HF_SYNTAX_MT_RUNS", REPO / "runs" / "quality"))  # gitignored
@@ -84,6 +88,11 @@ def build_parser_cli() -> argparse.ArgumentParser:
                             "a CPU without native bf16 (AVX512-BF16 / AMX) runs autocast far slower than fp32")
     p_run.add_argument("--max-steps", type=int, default=None, help="Stop after N steps (probes)")
     p_run.add_argument("--threads", type=int, default=2, help="torch threads")
+    p_blind = sub.add_parser("blind", parents=[common], help="Translate the blind test set with every finished run "
+                             "that has no such translation yet and whose saved model exists")
+    p_blind.add_argument("--presets", default=None, help="Comma-separated run names (default: all)")
+    p_blind.add_argument("--seeds", default=None, help="Comma-separated seeds (default: all)")
+    p_blind.add_argument("--threads", type=int, default=2, help="torch threads")
     p_parse = sub.add_parser("parse", parents=[common], help="Fill the parse caches and check the alignment")
     p_parse.set_defaults()
     p_sum = sub.add_parser("summary", parents=[common], help="Write model_cards/RESULTS.md and the bar charts")
@@ -103,6 +112,8 @@ def main(argv: Optional[list[str]] = None):
         return run(args)
     if args.command_name == "parse":
         return parse_command(args)
+    if args.command_name == "blind":
+        return blind_command(args)
     return summary(args)
 
 

@@ -30,10 +30,15 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("quality")
     data = root / "data"
     write_synthetic_corpus(data, n_train=48, n_dev=6, n_test=5, seed=3, max_words=10)
+    # the blind test source: the test sentences with an empty line among them (CoNLL-U: the non-empty lines)
+    test_lines = (data / "test.src").read_text().splitlines()
+    (data / "blind.src").write_text("\n".join(test_lines[:2] + [""] + test_lines[2:]) + "\n")
+    (data / "blind.src.conllu").write_text((data / "test.src.conllu").read_text())
     recipe = {
         "name": "synthetic.src-tgt", "corpus": "synthetic", "source_lang": "src", "target_lang": "tgt",
         "data": {"train": [str(data / "train.src"), str(data / "train.tgt")],
                  "dev": [str(data / "dev.src"), str(data / "dev.tgt")]},
+        "test_source": str(data / "blind.src"),
         "source_parser": {"conllu_suffix": ".conllu"}, "target_parser": {"conllu_suffix": ".conllu"},
         "distance_source": "dependency", "vocab_size": 120, "max_source_length": 32, "max_target_length": 12,
         "bleu_tokenize": "13a", "final_num_beams": 2, "model": TINY,
@@ -104,6 +109,15 @@ def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch):
                           "--extra-eval", f"held={data / 'test.src'},{data / 'test.tgt'}"])
     assert again[0]["steps"] == 4 and "held" in again[0]["extra"]
     assert again[0]["extra"]["held"]["sentences"] == 5
+    # the blind test translation: one line per source line in corpus order, the empty source line left empty,
+    # decoded as the scored sets are (the same lines scored as `held` give the same hypotheses); never scored
+    blind = saved["test"]
+    assert blind["sentences"] == 6 and blind["untranslated_lines"] == [3] and blind["num_beams"] == 2
+    assert set(blind) == {"source", "sentences", "num_beams", "hypotheses", "untranslated_lines", "translate_seconds"}
+    blind_hyps = (REPO / blind["hypotheses"]).read_text().splitlines()
+    assert Path(blind["hypotheses"]).name == "seed1.test.beam2.txt" and len(blind_hyps) == 6 and blind_hyps[2] == ""
+    held_hyps = (REPO / again[0]["extra"]["held"]["hypotheses"]).read_text().splitlines()
+    assert blind_hyps[:2] + blind_hyps[3:] == held_hyps
     assert result_file.stat().st_mtime_ns != mtime and again[0]["dev"] == saved["dev"]
     # evaluate-only re-measures the parse heads of the saved best model (removed from the file above):
     # the same figures as right after training
@@ -113,6 +127,7 @@ def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch):
     quality.main(["run", *common, "--evaluate-only", str(run_dir)])
     redone = json.loads(result_file.read_text())
     assert (REPO / redone["dev"]["hypotheses"]).read_text().splitlines() == hyps
+    assert (REPO / redone["test"]["hypotheses"]).read_text().splitlines() == blind_hyps
     assert redone["dev"]["bleu"] == saved["dev"]["bleu"] and redone["dev"]["chrf"] == saved["dev"]["chrf"]
 
     # an interrupted run (no result yet, checkpoints kept) resumes and records from where
@@ -128,6 +143,105 @@ def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch):
                         "--extra-eval", f"held={data / 'test.src'},{data / 'test.tgt'}"])
     assert set(out[0]) == {"dev", "held"}
     assert list((root / "results" / "synthetic.src-tgt" / "evaluate_only").glob("*.json"))
+
+
+def test_blind_command_writes_missing_translations_only(setup, capsys):
+    """`quality.py blind` fills in the blind translation of a finished run that lacks one from its saved model,
+    leaves the runs that have one alone, and lists the runs whose saved model is gone."""
+    root, data, recipe_path, common = setup
+    quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1,2", "--max-steps", "4"])  # if not yet
+    folder = root / "results" / "synthetic.src-tgt" / "transformer_abs"
+    result = json.loads((folder / "seed1.json").read_text())
+    blind_file = REPO / result["test"]["hypotheses"]
+    before = blind_file.read_text()
+    blind_file.unlink()
+    (folder / "seed1.json").write_text(json.dumps({k: v for k, v in result.items() if k != "test"}))
+    (folder / "seed8.json").write_text(json.dumps({**result, "seed": 8, "test": None}))  # no saved model
+    seed2_blind = folder / "seed2.test.beam2.txt"
+    seed2_mtime = seed2_blind.stat().st_mtime_ns
+    written = quality.main(["blind", *common])  # logs to stdout
+    (folder / "seed8.json").unlink()
+    assert [(r["preset"], r["seed"]) for r in written] == [("transformer_abs", 1)]
+    assert blind_file.read_text() == before and json.loads((folder / "seed1.json").read_text())["test"]["sentences"] == 6
+    assert seed2_blind.stat().st_mtime_ns == seed2_mtime
+    log = capsys.readouterr().out
+    assert "no saved model" in log and "without a blind translation: transformer_abs seed 8\n" in log
+
+
+def test_blind_line_the_processor_rejects_stays_empty(setup, monkeypatch):
+    """A blind line that cannot be translated leaves its line empty; the lines after it keep their places."""
+    root, data, recipe_path, common = setup
+    quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1", "--max-steps", "4"])  # if not yet
+    recipe = recipes.load_recipe(recipe_path)
+    corpus_ = corpus.Corpus(recipe, root / "runs")
+    model, tokenizer = runner.load_saved_model(root / "runs" / recipe["name"] / "transformer_abs" / "seed1", corpus_)
+    sources = (data / "blind.src").read_text().splitlines()
+    translate = runner.translate
+
+    def rejecting(model, tokenizer, texts, *args):
+        if sources[4] in texts:
+            raise ValueError("rejected")
+        return translate(model, tokenizer, texts, *args)
+
+    prefix = root / "blind_probe" / "seed1"
+    expected = runner.translate_blind(model, tokenizer, corpus_, prefix)
+    expected_lines = (REPO / expected["hypotheses"]).read_text().splitlines()
+    monkeypatch.setattr(runner, "translate", rejecting)
+    out = runner.translate_blind(model, tokenizer, corpus_, prefix)
+    lines = (REPO / out["hypotheses"]).read_text().splitlines()
+    assert out["untranslated_lines"] == [3, 5] and lines[4] == "" and len(lines) == 6
+    assert lines[:4] + lines[5:] == expected_lines[:4] + expected_lines[5:]
+
+
+def _spaced_japanese_pairs(n, rng):
+    """KyTea-like spaced Japanese (some words cut in two, e.g. 赤 い) with English, from a few templates."""
+    subjects = [("私", "i"), ("彼", "he"), ("彼女", "she"), ("猫", "the cat")]
+    adjectives = [("赤 い", "red"), ("青 い", "blue"), ("大き い", "big"), ("古 い", "old")]
+    objects = [("車", "car"), ("本", "book"), ("花", "flower"), ("家", "house")]
+    verbs = [("買 っ た", "bought"), ("見 た", "saw")]
+    pairs = []
+    for _ in range(n):
+        (s, se), (a, ae), (o, oe), (v, ve) = (rng.choice(x) for x in (subjects, adjectives, objects, verbs))
+        pairs.append((f"{s} は {a} {o} を {v} 。", f"{se} {ve} a {ae} {oe} ."))
+    return pairs
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ja_ginza") is None, reason="ja_ginza not installed")
+def test_runner_model_loads_in_the_pipeline_with_its_recorded_parser(tmp_path):
+    """A run trained on GiNZA parse caches of spaced Japanese records that parser (despaced, its disabled
+    components) in its config: `pipeline("syntax-translation", model=run_dir)` rebuilds it and translates the dev
+    sources as the runner did."""
+    from transformers import pipeline
+
+    import hf_syntax_mt  # noqa: F401  (registers the pipeline)
+
+    rng = random.Random(5)
+    for split, n in (("train", 24), ("dev", 4)):
+        pairs = _spaced_japanese_pairs(n, rng)
+        for side, lang in ((0, "ja"), (1, "en")):
+            (tmp_path / f"{split}.{lang}").write_text("".join(pair[side] + "\n" for pair in pairs), encoding="utf-8")
+    parser = {"spacy": "ja_ginza", "despace": True, "disable": ["ner", "morphologizer", "compound_splitter",
+                                                                 "bunsetu_recognizer"]}
+    recipe = {"name": "tiny.ja-en", "corpus": "tiny", "source_lang": "ja", "target_lang": "en",
+              "data": {split: [str(tmp_path / f"{split}.ja"), str(tmp_path / f"{split}.en")] for split in ("train", "dev")},
+              "source_parser": parser, "distance_source": "dependency", "vocab_size": 150, "max_source_length": 32,
+              "max_target_length": 16, "bleu_tokenize": "13a", "final_num_beams": 2, "model": TINY,
+              "training": {"per_device_train_batch_size": 12, "learning_rate": 3e-3, "num_train_epochs": 1,
+                           "eval_strategy": "no", "save_strategy": "no"},
+              "presets": ["transformer_dep_labeled_rel"]}
+    (tmp_path / "recipe.json").write_text(json.dumps(recipe))
+    (run,) = quality.main(["run", "--recipe", str(tmp_path / "recipe.json"), "--runs-dir", str(tmp_path / "runs"),
+                           "--results-dir", str(tmp_path / "results"), "--max-steps", "2"])
+    run_dir = Path(run["run_dir"])
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["parser"] == {"type": "spacy_despaced", "model": "ja_ginza", "disable": parser["disable"],
+                                "batch_size": 256}
+    translate = pipeline("syntax-translation", model=str(run_dir))
+    assert type(translate.annotator).__name__ == "DespacedSpacyAnnotator"
+    sources = (tmp_path / "dev.ja").read_text(encoding="utf-8").splitlines()
+    out = translate(sources, num_beams=2, batch_size=64)
+    assert [o["translation_text"] for o in out] == (REPO / run["dev"]["hypotheses"]).read_text().splitlines()
+    assert run["test"] is None  # no blind set in this recipe
 
 
 def test_summary_writes_markdown_and_chart(setup):
@@ -434,18 +548,6 @@ def test_extra_eval_syntax():
     for bad in ("held=a.ja", "a.ja,a.en", "dev=a,b"):
         with pytest.raises(ValueError, match="name=src_path,tgt_path"):
             runner.parse_extra_evals([bad])
-
-
-@pytest.mark.skipif(importlib.util.find_spec("ja_ginza") is None, reason="ja_ginza not installed")
-def test_despaced_ginza_spans_index_the_spaced_text():
-    text = "私 は 赤 い 車 を 買 っ た 。"
-    (a,) = corpus.DespacedSpacyAnnotator("ja_ginza", disable=["ner"]).annotate([text])
-    assert a.text == text
-    for word, (start, end) in zip(a.words, a.spans):
-        assert text[start:end].replace(" ", "") == word
-    assert "".join(a.words) == text.replace(" ", "")
-    root = a.words.index("買っ")
-    assert a.heads[root] == root and a.heads[a.words.index("私")] == root
 
 
 class _ToyParser(corpus.Annotator):

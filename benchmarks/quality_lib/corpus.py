@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from hf_syntax_mt.syntax import (
-    Annotation, Annotator, PreParsedAnnotator, SpacyAnnotator, locate_words, read_conllu,
+    Annotation, Annotator, DespacedSpacyAnnotator, PreParsedAnnotator, PretokenizedSpacyAnnotator, SpacyAnnotator,
+    read_conllu,
 )
 
 from .recipes import read_pair, resolve, text_sha
@@ -23,54 +24,6 @@ logger = logging.getLogger("quality")
 # ---------------------------------------------------------------------------------------------
 # Parsers and the parse cache
 # ---------------------------------------------------------------------------------------------
-
-
-class DespacedSpacyAnnotator(Annotator):
-    """A spaCy pipeline run on the text with all whitespace removed; word spans are mapped back into
-    the original (space-tokenized) text. For pre-segmented Japanese/Chinese, whose orthography has
-    no spaces."""
-
-    name = "spacy_despaced"
-
-    def __init__(self, model: str = "ja_ginza", disable: Sequence[str] = (), batch_size: int = 256):
-        self.inner = SpacyAnnotator(model, disable=disable, batch_size=batch_size)
-
-    def settings(self) -> dict:
-        return self.inner.settings()
-
-    def _fingerprint(self) -> tuple:
-        return (type(self).__name__,) + self.inner._fingerprint()
-
-    def _annotate(self, texts: list[str]) -> list[Annotation]:
-        keep = [[i for i, c in enumerate(t) if not c.isspace()] for t in texts]
-        parsed = self.inner.annotate(["".join(t[i] for i in idx) for t, idx in zip(texts, keep)])
-        out = []
-        for text, idx, a in zip(texts, keep, parsed):
-            spans = [None if s is None else (idx[s[0]], idx[s[1] - 1] + 1) for s in a.spans]
-            out.append(Annotation(text, a.words, spans, a.heads, a.deprels, a.sentence_ids, a.trees))
-        return out
-
-
-class PretokenizedSpacyAnnotator(SpacyAnnotator):
-    """A spaCy pipeline that keeps the whitespace tokens of pre-tokenized text as its words
-    (spaCy's own tokenizer would split e.g. the Stanford token "'t" into "'" + "t")."""
-
-    name = "spacy_pretokenized"
-
-    def _annotate(self, texts: list[str]) -> list[Annotation]:
-        from spacy.tokens import Doc
-
-        from hf_syntax_mt.syntax import annotation_from_spacy
-
-        if self._nlp is None:
-            self._nlp = self._load()
-        docs = (Doc(self._nlp.vocab, words=t.split()) for t in texts)
-        out = []
-        for text, doc in zip(texts, self._nlp.pipe(docs, batch_size=self.batch_size)):
-            a = annotation_from_spacy(doc)  # spans index the single-spaced text: re-locate in `text`
-            spans = locate_words(text, a.words)
-            out.append(Annotation(text, a.words, spans, a.heads, a.deprels, a.sentence_ids, a.trees))
-        return out
 
 
 def parser_label(spec: Optional[dict]) -> str:

@@ -13,8 +13,8 @@ from typing import Iterator, Optional, Sequence
 
 from hf_syntax_mt.syntax import Annotation
 
-from .corpus import Corpus, alignment_report, parser_label
-from .recipes import REPO, grid_runs, load_recipe, read_pair, run_config, run_settings
+from .corpus import Corpus, alignment_report, build_parser, parser_label
+from .recipes import REPO, grid_runs, load_recipe, read_lines, read_pair, resolve, run_config, run_settings
 
 logger = logging.getLogger("quality")
 
@@ -162,6 +162,69 @@ def evaluate_sets(model, tokenizer, corpus: Corpus, sets: dict, out_prefix: Path
     return results
 
 
+def blind_path(out_prefix: Path, num_beams: int) -> Path:
+    return Path(f"{out_prefix}.test.beam{num_beams}.txt")
+
+
+def translate_blind(model, tokenizer, corpus: Corpus, out_prefix: Path) -> Optional[dict]:
+    """Translate the recipe's blind test source (`test_source`; its references are held out of the project, on
+    purpose) as dev is translated, into `<out_prefix>.test.beam<k>.txt`: corpus order, one line per source line,
+    an empty line for a line that cannot be translated (an empty source line, or one the feature processor
+    rejects). Never scored. None when the recipe has no blind set (e.g. en→ja)."""
+    recipe = corpus.recipe
+    if not recipe.get("test_source"):
+        return None
+    num_beams = recipe["final_num_beams"]
+    src_path = resolve(recipe, recipe["test_source"])
+    sources = read_lines(src_path)
+    todo = [i for i, line in enumerate(sources) if line.strip()]
+    texts = [sources[i] for i in todo]
+    annotations = corpus.parses(texts, "source", src_path) if model.config.needs_parser_at_inference else None
+
+    def decode(positions):  # positions in `texts`
+        return translate(model, tokenizer, [texts[k] for k in positions],
+                         None if annotations is None else [annotations[k] for k in positions],
+                         num_beams, recipe["max_target_length"], recipe["max_source_length"])
+
+    start = time.time()
+    hyps = [""] * len(sources)
+    try:
+        done = dict(enumerate(decode(range(len(texts)))))
+    except ValueError:  # a line the processor rejects: translate line by line, that line stays empty
+        done = {}
+        for k in range(len(texts)):
+            try:
+                done[k] = decode([k])[0]
+            except ValueError as error:
+                logger.warning("blind test line %d not translated (%s); its line is left empty", todo[k] + 1, error)
+    for k, hyp in done.items():
+        hyps[todo[k]] = hyp
+    translated = {todo[k] for k in done}
+    path = blind_path(out_prefix, num_beams)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    untranslated = [i + 1 for i in range(len(sources)) if i not in translated]  # 1-based line numbers
+    logger.info("blind test set: %d lines translated (beam %d), %d left empty -> %s", len(done), num_beams,
+                len(untranslated), path)
+    return {"source": recipe["test_source"], "sentences": len(sources), "num_beams": num_beams,
+            "hypotheses": os.path.relpath(path, REPO), "untranslated_lines": untranslated,
+            "translate_seconds": round(time.time() - start, 1)}
+
+
+def record_parser(model, corpus: Corpus, run_dir: Path) -> None:
+    """Record in the run's saved config the source parser (with its settings) that made the parse caches the
+    run trained on: the runner hands `train` pre-parsed annotations, so it records none, and without it
+    `pipeline("syntax-translation", model=run_dir)` has no parser to build. Gold CoNLL-U files name no parser."""
+    spec = corpus.recipe.get("source_parser")
+    config = model.config
+    if not spec or "conllu_suffix" in spec or not (config.needs_source_heads or config.needs_source_distances):
+        return
+    parser = build_parser(spec).to_dict()
+    if config.parser != parser:
+        config.parser = parser
+        config.save_pretrained(run_dir)
+
+
 def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     """Train one (preset, seed) with the recipe, then translate dev with the final beam."""
     import torch
@@ -217,10 +280,12 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     # `forward` in bf16 autocast. The final decode runs it as users load it (fp32, no wrapper), the
     # same as `--evaluate-only` on the saved run.
     model = trainer.accelerator.unwrap_model(model, keep_fp32_wrapper=False)
+    record_parser(model, corpus, run_dir)
     parse_accuracy = parse_head_accuracy(model, dev_feature_batches(corpus, model, tokenizer))
     prefix = result_path.with_suffix("")
     sets = {"dev": (corpus.paths["dev"][0], corpus.paths["dev"][1]), **parse_extra_evals(args.extra_eval)}
     evals = evaluate_sets(model, tokenizer, corpus, sets, prefix, recipe["final_num_beams"])
+    blind = translate_blind(model, tokenizer, corpus, prefix)
     history = [{"epoch": round(h["epoch"], 2), "step": h["step"], "bleu": h["eval_bleu"], "chrf": h.get("eval_chrf")}
                for h in state.log_history if "eval_bleu" in h]
     out = {
@@ -242,7 +307,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         "dev_greedy_bleu_trainer": metrics.get("eval_bleu"), "dev_greedy_bleu_direct": direct_greedy["bleu"],
         "dev_greedy_bleu_best_epoch": max((h["bleu"] for h in history[:-1]), default=None),
         "dev_bleu_by_eval": history, "dev_parse_head_accuracy": parse_accuracy,
-        "dev": evals.pop("dev"), "extra": evals,
+        "dev": evals.pop("dev"), "extra": evals, "test": blind,
         "bf16": bool(training.get("bf16")), "threads": torch.get_num_threads(),
         "git_commit": _git_commit(), "run_dir": str(run_dir), "command": command,
     }
@@ -260,17 +325,24 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     return out
 
 
-def evaluate_only(corpus: Corpus, checkpoint: Path, args) -> dict:
-    """Score an existing checkpoint (or run dir) on dev + `--extra-eval` sets; if it is a run of this
-    runner, the scores are merged into that run's result JSON (`extra`)."""
+def load_saved_model(checkpoint: Path, corpus: Corpus):
+    """(model in fp32, tokenizer) of a run dir or checkpoint; the tokenizer saved with it (or in the run dir
+    above a checkpoint-N), else the recipe's."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hf_syntax_mt  # noqa: F401  (registers the Auto classes)
 
-    checkpoint = Path(checkpoint)
     model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint).float()
     tok_dir = next((d for d in (checkpoint, checkpoint.parent) if (d / "tokenizer.json").is_file()), None)
-    tokenizer = AutoTokenizer.from_pretrained(tok_dir) if tok_dir else corpus.tokenizer
+    return model, AutoTokenizer.from_pretrained(tok_dir) if tok_dir else corpus.tokenizer
+
+
+def evaluate_only(corpus: Corpus, checkpoint: Path, args) -> dict:
+    """Score an existing checkpoint (or run dir) on dev + `--extra-eval` sets; if it is a run of this
+    runner, the scores are merged into that run's result JSON (`extra`), and its blind test set is
+    translated when dev is (or when its translation is missing)."""
+    checkpoint = Path(checkpoint)
+    model, tokenizer = load_saved_model(checkpoint, corpus)
     info_file = checkpoint / "quality_run.json"  # a run dir of this runner (its best model), not a checkpoint-N
     info_file = info_file if info_file.is_file() else None
     sets = parse_extra_evals(args.extra_eval)
@@ -278,10 +350,17 @@ def evaluate_only(corpus: Corpus, checkpoint: Path, args) -> dict:
         sets = {"dev": tuple(corpus.paths["dev"]), **sets}
     if info_file is not None:
         info = json.loads(info_file.read_text())
+        record_parser(model, corpus, checkpoint)  # runs saved before the runner recorded it
         result_path, _ = run_paths(args.results_dir, args.runs_dir, corpus.recipe, info["preset"], info["seed"])
-        evals = evaluate_sets(model, tokenizer, corpus, sets, result_path.with_suffix(""), corpus.recipe["final_num_beams"])
+        prefix = result_path.with_suffix("")
+        evals = evaluate_sets(model, tokenizer, corpus, sets, prefix, corpus.recipe["final_num_beams"])
+        blind = None
+        if "dev" in sets or not blind_path(prefix, corpus.recipe["final_num_beams"]).is_file():
+            blind = translate_blind(model, tokenizer, corpus, prefix)
         if result_path.is_file():
             out = json.loads(result_path.read_text())
+            if blind is not None:
+                out["test"] = blind
             for name, value in evals.items():
                 if name == "dev":
                     out["dev"] = value
@@ -299,6 +378,46 @@ def evaluate_only(corpus: Corpus, checkpoint: Path, args) -> dict:
     Path(f"{prefix}.json").write_text(json.dumps({"checkpoint": str(checkpoint), "preset": model.config.preset,
                                                   "evals": evals, "command": args.command}, indent=1) + "\n")
     return evals
+
+
+def blind_command(args) -> list[dict]:
+    """Write the missing blind test translations: every finished run of the recipes (narrowed by `--presets` /
+    `--seeds`) whose result has none and whose saved model is still in the runs dir; the others are listed."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    presets = set(args.presets.split(",")) if args.presets else None
+    seeds = {int(s) for s in args.seeds.split(",")} if args.seeds else None
+    written = []
+    for recipe_path in args.recipe:
+        recipe = load_recipe(recipe_path)
+        if not recipe.get("test_source"):
+            logger.info("%s: the recipe has no blind test set (test_source)", recipe["name"])
+            continue
+        corpus = Corpus(recipe, args.runs_dir, args.train_limit, args.dev_limit)
+        no_model = []
+        for result_path in sorted((Path(args.results_dir) / recipe["name"]).glob("*/seed*.json")):
+            out = json.loads(result_path.read_text())
+            if (presets and out["preset"] not in presets) or (seeds and out["seed"] not in seeds):
+                continue
+            prefix = result_path.with_suffix("")
+            if out.get("test") and blind_path(prefix, recipe["final_num_beams"]).is_file():
+                continue
+            _, run_dir = run_paths(args.results_dir, args.runs_dir, recipe, out["preset"], out["seed"])
+            if not (run_dir / "config.json").is_file():
+                no_model.append(f"{out['preset']} seed {out['seed']}")
+                continue
+            logger.info("%s seed %d: translating the blind test set with %s", out["preset"], out["seed"], run_dir)
+            model, tokenizer = load_saved_model(run_dir, corpus)
+            record_parser(model, corpus, run_dir)
+            out["test"] = translate_blind(model, tokenizer, corpus, prefix)
+            out.setdefault("evaluate_only_commands", []).append(args.command)
+            result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            written.append(out)
+        if no_model:
+            logger.warning("%s: no saved model in %s for %d runs without a blind translation: %s", recipe["name"],
+                           Path(args.runs_dir) / recipe["name"], len(no_model), ", ".join(no_model))
+    return written
 
 
 def run(args) -> list[dict]:
@@ -367,11 +486,14 @@ def acquire_lock(run_dir: Path) -> Optional[Path]:
 
 
 def parse_command(args) -> None:
-    """Fill the parse caches of a recipe (train + dev, source and target parsers) and check the
-    word/subword alignment on dev."""
+    """Fill the parse caches of a recipe (train + dev, source and target parsers; the blind test source)
+    and check the word/subword alignment on dev."""
     for recipe_path in args.recipe:
         recipe = load_recipe(recipe_path)
         corpus = Corpus(recipe, args.runs_dir, args.train_limit, args.dev_limit)
+        if recipe.get("test_source") and recipe.get("source_parser"):  # the lines `translate_blind` parses
+            blind = resolve(recipe, recipe["test_source"])
+            corpus.parses([line for line in read_lines(blind) if line.strip()], "source", blind)
         for side, k in (("source", 0), ("target", 1)):
             if not recipe.get(f"{side}_parser"):
                 continue
