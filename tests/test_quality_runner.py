@@ -46,6 +46,7 @@ def setup(tmp_path_factory):
                      "warmup_steps": 2, "eval_strategy": "steps", "eval_steps": 2, "save_strategy": "steps",
                      "save_steps": 2, "logging_steps": 2, "generation_num_beams": 1, "num_train_epochs": 1},
         "presets": ["transformer_abs", COMBO],
+        "comparisons": [[COMBO, "transformer_abs"]],
         "grid": [{"presets": ["transformer_abs", COMBO], "seeds": [1, 2]}, {"presets": ["transformer_abs"], "seeds": [3]}],
         "variants": {"transformer_abs@wide": {"preset": "transformer_abs", "model": {"encoder_ffn_dim": 96},
                                               "training": {"learning_rate": 1e-3}},
@@ -287,6 +288,92 @@ def test_summary_writes_markdown_and_chart(setup):
         assert cell == (f"{np.mean(scores):.2f}" if scores else "–")
     quality.main(["summary", *common, "--output", str(output)])  # idempotent: one section
     assert output.read_text().count("<!-- quality:begin -->") == 1
+
+
+def _table(text, first_header_cell):
+    """The rows (lists of cells) of the Markdown table whose header starts with `first_header_cell`."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header_cell}"))
+    rows = []
+    for line in lines[at:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line.strip("| ").split(" | "))
+    return rows[0], rows[2:]
+
+
+def test_summary_by_source_length_and_recipe_comparisons(setup):
+    """The thirds table scores each preset on the short / middle / long third of dev (sacrebleu on those
+    sentences, mean over seeds) with the paired bootstrap against abs on that third; the recipe's comparisons
+    give the same figures as the main table for the same pair."""
+    root, data, recipe_path, common = setup
+    quality.main(["run", *common, "--seeds", "1,2", "--max-steps", "4"])  # if not yet
+    text = quality.main(["summary", *common, "--output", str(root / "cards" / "RESULTS.md")])
+    sources, refs = recipes.read_pair(data / "dev.src", data / "dev.tgt")
+    by_length = sorted(range(len(sources)), key=lambda i: (len(sources[i].split()), i))
+    thirds = [by_length[:2], by_length[2:4], by_length[4:]]  # 6 dev sentences
+    header, rows = _table(text, "preset | short: ")
+    assert header[1] == f"short: {len(sources[thirds[0][0]].split())}–{len(sources[thirds[0][1]].split())} words (2)"
+    results = root / "results" / "synthetic.src-tgt"
+
+    def runs_of(preset):
+        return {r["seed"]: r for r in map(json.loads, map(Path.read_text, (results / preset).glob("seed*.json")))}
+
+    def statistics(preset):
+        return {seed: summary.bleu_statistics(recipes.read_lines(REPO / r["dev"]["hypotheses"]), refs, "13a")
+                for seed, r in runs_of(preset).items()}
+
+    (combo_row,) = [row for row in rows if row[0] == COMBO]
+    for k, third in enumerate(thirds):
+        hyps = {seed: recipes.read_lines(REPO / r["dev"]["hypotheses"]) for seed, r in runs_of(COMBO).items()}
+        bleu = np.mean([sacrebleu.corpus_bleu([h[i] for i in third], [[refs[i] for i in third]]).score
+                        for h in hyps.values()])
+        assert combo_row[1 + 2 * k] == f"{bleu:.2f}"
+        seeds = sorted(set(hyps) & set(runs_of("transformer_abs")))
+        combo, base = statistics(COMBO), statistics("transformer_abs")
+        t = summary.paired_bootstrap([combo[s][third] for s in seeds], [base[s][third] for s in seeds])
+        assert combo_row[2 + 2 * k] == f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p {t['p_value']:.3f}"
+    _, comparisons = _table(text, "system | baseline")
+    (main_row,) = [line for line in text.splitlines() if line.replace("†", "").startswith(f"| {COMBO} | 1,2 |")]
+    delta_cell, p_cell = main_row.split(" | ")[4:6]
+    assert comparisons == [[COMBO, "transformer_abs", "1,2", f"{delta_cell}, p {p_cell}"]]
+
+
+def test_subset_recipe_trains_on_the_first_pairs_and_draws_the_data_size_curve(setup):
+    """A recipe with train_pairs trains on the first N pairs with its own tokenizer; once it has results, the
+    summary of the recipe it is a subset of shows Δ vs abs by training pairs (table + chart)."""
+    root, data, recipe_path, common = setup
+    quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1", "--max-steps", "4"])  # if not yet
+    subset = {**json.loads(recipe_path.read_text()), "name": "synthetic.src-tgt.half", "subset_of": "synthetic.src-tgt",
+              "train_pairs": 24, "vocab_size": 100, "presets": ["transformer_abs", "transformer_rel"], "grid": [],
+              "comparisons": []}
+    subset_path = root / "recipe_half.json"
+    subset_path.write_text(json.dumps(subset))
+    half = ["--recipe", str(subset_path), *common[2:]]
+    runs = quality.main(["run", *half, "--presets", "transformer_abs,transformer_rel", "--seeds", "1", "--max-steps", "2"])
+    assert [r["train_pairs"] for r in runs] == [24, 24]
+    train_src, train_tgt = recipes.read_pair(data / "train.src", data / "train.tgt")
+    tokenizer_dir = root / "runs" / "synthetic.src-tgt.half" / f"tokenizer-{recipes.text_sha(train_src[:24] + train_tgt[:24])[:12]}-100"
+    assert (tokenizer_dir / "tokenizer.json").is_file()
+    output = root / "cards" / "RESULTS.md"
+    output.parent.mkdir(exist_ok=True)
+    text = quality.main(["summary", *common, "--output", str(output)])
+    header, rows = _table(text, "preset | 24 pairs")
+    assert header == ["preset", "24 pairs"] and rows[0][0] == "transformer_rel"  # the full recipe has no rel run yet
+    quality.main(["run", *common, "--presets", "transformer_abs,transformer_rel", "--seeds", "1", "--max-steps", "4"])
+    text = quality.main(["summary", *common, "--output", str(output)])
+    header, rows = _table(text, "preset | 24 pairs")
+    assert header == ["preset", "24 pairs", "48 pairs"] and [row[0] for row in rows] == ["transformer_rel"]
+    for column, recipe_name in ((1, "synthetic.src-tgt.half"), (2, "synthetic.src-tgt")):
+        results = root / "results" / recipe_name
+        refs = recipes.read_lines(data / "dev.tgt")
+        stats = [[summary.bleu_statistics(recipes.read_lines(REPO / json.loads((results / preset / "seed1.json")
+                                                                            .read_text())["dev"]["hypotheses"]), refs, "13a")]
+                 for preset in ("transformer_rel", "transformer_abs")]
+        t = summary.paired_bootstrap(*stats)
+        assert rows[0][column] == f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}] (1)"
+    assert (root / "cards" / "quality_synthetic.src-tgt_data_size.png").stat().st_size > 1000
+    assert "quality_synthetic.src-tgt_data_size.png" in text
 
 
 def test_summary_of_one_recipe_keeps_the_other_recipes_tables(setup):

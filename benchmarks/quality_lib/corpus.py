@@ -136,13 +136,16 @@ def alignment_report(annotations: Sequence[Annotation], tokenizer) -> dict:
 
 
 class Corpus:
-    """Texts, tokenizer and parse caches of one recipe (built lazily, once)."""
+    """Texts, tokenizer and parse caches of one recipe (built lazily, once). A recipe's `train_pairs` trains
+    on the first N pairs of its training files (a low-resource subset, with its own tokenizer and parses);
+    `train_limit` (probes) cuts further."""
 
     def __init__(self, recipe: dict, runs_dir: Path, train_limit: Optional[int] = None, dev_limit: Optional[int] = None):
         self.recipe = recipe
         self.root = Path(runs_dir) / recipe["name"]
         self.parse_dir = Path(runs_dir) / "parse_cache"
         data = recipe["data"]
+        train_limit = min((n for n in (train_limit, recipe.get("train_pairs")) if n is not None), default=None)
         self.paths = {split: [resolve(recipe, p) for p in data[split]] for split in ("train", "dev")}
         self.texts = {split: read_pair(*self.paths[split], limit=lim)
                       for split, lim in (("train", train_limit), ("dev", dev_limit))}

@@ -38,8 +38,14 @@ def load_recipe(path) -> dict:
     recipe["_base"] = str(base)
     check_training_settings(recipe)
     named = recipe.get("presets", []) + [p for block in recipe.get("grid", []) for p in block["presets"]]
-    for name in dict.fromkeys(named + list(recipe.get("variants", {}))):
+    compared = [name for pair in recipe.get("comparisons", []) for name in pair]
+    if any(len(pair) != 2 for pair in recipe.get("comparisons", [])):
+        raise ValueError(f"recipe {path}: comparisons are [system, baseline] pairs of run names")
+    for name in dict.fromkeys(named + list(recipe.get("variants", {})) + compared):
         run_config(recipe, name)
+    train_pairs = recipe.get("train_pairs")
+    if train_pairs is not None and not (isinstance(train_pairs, int) and train_pairs > 0):
+        raise ValueError(f"recipe {path}: train_pairs={train_pairs!r}; expected a positive number of training pairs")
     return recipe
 
 

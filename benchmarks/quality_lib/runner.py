@@ -296,6 +296,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         "target_parser": parser_label(recipe.get("target_parser")) if target_annotator else None,
         "config_overrides": overrides, "training_overrides": {k: v for k, v in training.items()
                                                               if recipe["training"].get(k) != v},
+        "train_pairs": len(corpus.texts["train"][0]),
         "parameters": sum(p.numel() for p in model.parameters()),
         "steps": state.global_step, "epochs": round(epochs_done, 2),
         "best_checkpoint": os.path.basename(state.best_model_checkpoint or "") or None,

@@ -6,7 +6,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 from results_md import marked, write_section  # benchmarks/ is on sys.path (the script's folder)
@@ -63,10 +63,36 @@ def _fmt_mean_std(values: list[float]) -> str:
     return f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}"
 
 
+def load_runs(recipe: dict, results_dir: Path) -> tuple[list[dict], dict[str, list[dict]]]:
+    """The recipe's result files, as a list and by run name."""
+    runs = [json.loads(p.read_text()) for p in sorted((Path(results_dir) / recipe["name"]).glob("*/seed*.json"))]
+    by_preset: dict[str, list[dict]] = {}
+    for r in runs:
+        by_preset.setdefault(r["preset"], []).append(r)
+    return runs, by_preset
+
+
+def dev_statistics(recipe: dict, by_preset: dict, dev_limit: int) -> dict[str, dict[int, np.ndarray]]:
+    """{run name: {seed: per-sentence BLEU statistics of its dev hypotheses}}."""
+    refs = read_lines(resolve(recipe, recipe["data"]["dev"][1]))[:dev_limit]
+    return {p: {r["seed"]: bleu_statistics(read_lines(REPO / r["dev"]["hypotheses"]), refs, recipe["bleu_tokenize"])
+                for r in rs} for p, rs in by_preset.items()}
+
+
+def compare_runs(stats: dict, system: str, base: str, tokenize: str, sentences=None) -> Optional[dict]:
+    """Paired bootstrap of `system` against `base` on the seeds both have run (None if there are none), over
+    all dev sentences or the `sentences` given (indices); the result names the seeds."""
+    seeds = sorted(set(stats.get(system, {})) & set(stats.get(base, {})))
+    if not seeds:
+        return None
+    pick = slice(None) if sentences is None else sentences
+    return {**paired_bootstrap([stats[system][s][pick] for s in seeds], [stats[base][s][pick] for s in seeds],
+                               tokenize=tokenize), "seeds": seeds}
+
+
 def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
-    """The Markdown section of one recipe (and its PNG chart)."""
-    folder = Path(results_dir) / recipe["name"]
-    runs = [json.loads(p.read_text()) for p in sorted(folder.glob("*/seed*.json"))]
+    """The Markdown section of one recipe (and its PNG charts)."""
+    runs, by_preset = load_runs(recipe, results_dir)
     lines = [f"### {recipe['name']} ({recipe['source_lang']}→{recipe['target_lang']})", ""]
     finished = {(r["preset"], r["seed"]) for r in runs}
     missing = [(p, s) for p, s in grid_runs(recipe) if (p, s) not in finished]
@@ -77,23 +103,13 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
                 + ", ".join(f"{p} seed {s}" for p, s in missing) + ".", ""]
     if not runs:
         return "\n".join(lines + ["No finished runs yet.", ""] + todo)
-    refs = read_lines(resolve(recipe, recipe["data"]["dev"][1]))
     dev_limit = runs[0]["dev"]["sentences"]
-    refs = refs[:dev_limit]
     tokenize = recipe["bleu_tokenize"]
-    by_preset: dict[str, list[dict]] = {}
-    for r in runs:
-        by_preset.setdefault(r["preset"], []).append(r)
     order = [p for p in recipe.get("presets", []) if p in by_preset] + sorted(set(by_preset) - set(recipe.get("presets", [])))
-    stats = {p: {r["seed"]: bleu_statistics(read_lines(REPO / r["dev"]["hypotheses"]), refs, tokenize)
-                 for r in by_preset[p]} for p in order}
+    stats = dev_statistics(recipe, by_preset, dev_limit)
 
     def compare(system, base):
-        """Paired bootstrap of `system` against `base` on the seeds both have run (None if there are none)."""
-        seeds = sorted(set(stats[system]) & set(stats.get(base, {})))
-        if not seeds:
-            return None
-        return paired_bootstrap([stats[system][s] for s in seeds], [stats[base][s] for s in seeds], tokenize=tokenize)
+        return compare_runs(stats, system, base, tokenize)
 
     tests = {}
     for p in order:
@@ -146,6 +162,10 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
             if t:
                 lines.append(f"Against `{base}` ({what}): {t['delta']:+.2f} "
                              f"[{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p = {t['p_value']:.3f}.")
+    lines += comparison_lines(recipe, stats, compare)
+    sources = read_lines(resolve(recipe, recipe["data"]["dev"][0]))[:dev_limit]
+    lines += length_thirds_lines(order, stats, sources, tokenize)
+    lines += data_size_lines(recipe, results_dir, chart_dir)
     lines += learning_curve_lines(order, by_preset)
     parsing = [p for p in order if any(r.get("dev_parse_head_accuracy") for r in by_preset[p])]
     if parsing:
@@ -171,6 +191,127 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     lines += [r["command"] for p in order for r in sorted(by_preset[p], key=lambda r: r["seed"]) if r.get("command")]
     lines += ["```", ""] + todo
     return "\n".join(lines)
+
+
+def _fmt_test(t: Optional[dict]) -> str:
+    return f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p {t['p_value']:.3f}" if t else "–"
+
+
+def comparison_lines(recipe: dict, stats: dict, compare) -> list[str]:
+    """The recipe's own `comparisons` ([system, baseline] pairs, e.g. an ablation against its full model or a
+    combination against its parts) that have runs on both sides."""
+    pairs = [(a, b) for a, b in recipe.get("comparisons", []) if a in stats and b in stats]
+    if not pairs:
+        return []
+    lines = ["", "The recipe's comparisons (paired bootstrap on the seeds both have run):", "",
+             "| system | baseline | seeds | Δ [95% CI], p |", "|---|---|---|---|"]
+    for system, base in pairs:
+        t = compare(system, base)
+        lines.append(f"| {system} | {base} | {','.join(map(str, t['seeds'])) if t else '–'} | {_fmt_test(t)} |")
+    return lines
+
+
+def length_thirds_lines(order: list[str], stats: dict, sources: list[str], tokenize: str) -> list[str]:
+    """Where in the sentence: dev BLEU on the short, middle and long third of the dev sentences (by the number of
+    whitespace-separated source words; ties in corpus order), from the stored hypotheses, with each preset's
+    paired bootstrap against abs on that third."""
+    lengths = np.array([len(s.split()) for s in sources])
+    thirds = np.array_split(np.argsort(lengths, kind="stable"), 3)
+    header = [f"{name}: {lengths[idx].min()}–{lengths[idx].max()} words ({len(idx)})"
+              for name, idx in zip(("short", "middle", "long"), thirds)]
+    lines = ["", "Where in the sentence: dev BLEU (mean over seeds) on thirds of the dev set by source length "
+             "(whitespace-separated source words; sorted by length, ties in corpus order, cut into three equal parts, "
+             "so a boundary length can fall in two thirds), and Δ vs abs [95% CI], p from the paired bootstrap on "
+             "that third (seeds both have run):", "",
+             "| preset | " + " | ".join(f"{h} | Δ vs abs" for h in header) + " |", "|---|" + "---|---|" * 3]
+    for p in order:
+        cells = []
+        for idx in thirds:
+            bleu = np.mean([bleu_from_statistics(s[idx].sum(0), tokenize) for s in stats[p].values()])
+            test = compare_runs(stats, p, BASELINE, tokenize, idx) if p != BASELINE else None
+            cells += [f"{bleu:.2f}", _fmt_test(test)]
+        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def subset_recipes(recipe: dict) -> list[dict]:
+    """The recipes beside this one that train on a subset of its training data (`"subset_of": <its name>`)."""
+    paths = sorted(Path(recipe["_path"]).parent.glob("*.json"))
+    return [load_recipe(path) for path in paths
+            if json.loads(path.read_text(encoding="utf-8")).get("subset_of") == recipe["name"]]
+
+
+def data_size_lines(recipe: dict, results_dir: Path, chart_dir: Path) -> list[str]:
+    """Δ dev BLEU against abs by the number of training pairs: this recipe and its subset recipes, for the run
+    names the subset recipes train; a table and a chart once a subset recipe has results."""
+    subsets = subset_recipes(recipe)
+    names = list(dict.fromkeys(p for r in subsets for p in r.get("presets", []) if p != BASELINE))
+    points: dict[str, dict[int, dict]] = {name: {} for name in names}
+    sizes = []
+    for r in subsets + [recipe]:
+        runs, by_preset = load_runs(r, results_dir)
+        if BASELINE not in by_preset or not set(by_preset) & set(names) or (r is recipe and not sizes):
+            continue
+        pairs = by_preset[BASELINE][0].get("train_pairs") or r.get("train_pairs") or \
+            len(read_lines(resolve(r, r["data"]["train"][0])))
+        stats = dev_statistics(r, {p: rs for p, rs in by_preset.items() if p in names or p == BASELINE},
+                               runs[0]["dev"]["sentences"])
+        sizes.append(pairs)
+        for name in names:
+            if name in stats:
+                points[name][pairs] = compare_runs(stats, name, BASELINE, r["bleu_tokenize"])
+    if not sizes:
+        return []
+    sizes = sorted(sizes)
+    lines = ["", "By training-set size: Δ dev BLEU vs abs [95% CI] (paired bootstrap; the seeds both have run in "
+             "parentheses), trained on the first N pairs of the training data (recipes "
+             + ", ".join(f"`{r['name']}`" for r in subsets) + f" and `{recipe['name']}`):", "",
+             "| preset | " + " | ".join(f"{n:,} pairs" for n in sizes) + " |", "|---|" + "---|" * len(sizes)]
+    for name in names:
+        cells = [_fmt_point(points[name].get(n)) for n in sizes]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    chart = plot_data_size_chart(recipe, points, sizes, chart_dir)
+    return lines + ["", f"![Δ dev BLEU vs abs by training pairs]({os.path.relpath(chart, RESULTS_MD.parent)})"]
+
+
+def _fmt_point(t: Optional[dict]) -> str:
+    if not t:
+        return "–"
+    return f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}] ({','.join(map(str, t['seeds']))})"
+
+
+def plot_data_size_chart(recipe: dict, points: dict, sizes: list[int], chart_dir: Path) -> Path:
+    """One line per run name: Δ vs abs with its 95% interval at each size (log x; the lines are set slightly
+    apart sideways so that the intervals do not hide each other)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.0))
+    drawn = [name for name in points if points[name]]
+    for k, name in enumerate(drawn):
+        xs = [n for n in sizes if points[name].get(n)]
+        ts = [points[name][n] for n in xs]
+        shift = 2 ** (0.04 * (k - (len(drawn) - 1) / 2))
+        deltas = np.array([t["delta"] for t in ts])
+        errors = np.array([[t["delta"] - t["ci95"][0] for t in ts], [t["ci95"][1] - t["delta"] for t in ts]])
+        ax.errorbar([x * shift for x in xs], deltas, yerr=errors, marker="o", markersize=4, capsize=3, linewidth=1.2,
+                    linestyle="--" if "@flat" in name else "-", label=name.replace("transformer_", ""))
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+    ax.minorticks_off()
+    ax.set_xlabel("training pairs (first N of the corpus)")
+    ax.set_ylabel("Δ dev BLEU vs abs (95% CI)")
+    ax.set_title(f"{recipe['name']}: where the syntax pays, by data size", fontsize=9)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    fig.tight_layout()
+    chart_dir.mkdir(parents=True, exist_ok=True)
+    path = chart_dir / f"quality_{recipe['name']}_data_size.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def learning_curve_lines(order: list[str], by_preset: dict) -> list[str]:
