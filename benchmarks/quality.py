@@ -11,7 +11,10 @@ the model size (`model`: config overrides on every preset), the training argumen
 `SyntaxMTTrainingArguments` fields) and the final beam size. Named variants (`variants`:
 {"transformer_dbsa@layer2": {"preset": "transformer_dbsa", "model": {...}, "training": {...}}})
 change a preset's config or training on top of that and run, skip, resume and summarize under their
-own name like any preset. For every (preset, seed):
+own name like any preset. `comparisons` lists extra [system, baseline] pairs for the summary;
+`train_pairs: N` trains on the first N pairs of the training files (a low-resource point whose
+`subset_of` names the full recipe, whose summary then shows Δ vs abs by training pairs).
+For every (preset, seed):
 
 1. one joint BPE tokenizer per recipe, trained once on train source + target and reused;
 2. parses: computed once per (text file, parser) and cached as JSON lines under
@@ -32,14 +35,15 @@ own name like any preset. For every (preset, seed):
 Pre-tokenized Japanese (small_parallel_enja is KyTea-segmented with spaces): GiNZA parses the text
 with the spaces removed (natural Japanese, which it was trained on; on spaced text Sudachi follows
 the KyTea cuts and the parses get worse), and each word's span is mapped back into the spaced
-text (`hf_syntax_mt.syntax.DespacedSpacyAnnotator`). A GiNZA word may then cover a space (KyTea `送 っ` = Sudachi
-`送っ`): its subwords all belong to that word, as the alignment rule in `hf_syntax_mt.syntax`
-says; `parse` prints how many parser words got no subword of their own.
+text (`hf_syntax_mt.syntax.DespacedSpacyAnnotator`). A GiNZA word may then cover a space (KyTea
+`送 っ` = Sudachi `送っ`): its subwords all belong to that word, as the alignment rule in
+`hf_syntax_mt.syntax` says; `parse` prints how many parser words got no subword of their own.
 
 Summary statistics: mean ± sample std over seeds; paired bootstrap resampling (Koehn 2004) over
 dev sentences with 1,000 samples: in each sample every system's score is the mean over its seeds
 of corpus BLEU on the resampled sentences; p = fraction of samples where the preset does not beat
-the baseline (one-sided), with the 95% interval of the difference.
+the baseline (one-sided), with the 95% interval of the difference. The same on each third of dev by
+source length (where in the sentence a method gains).
 
 The code lives in `benchmarks/quality_lib/`: `recipes.py` (recipes, their runs, corpus files), `corpus.py`
 (parsers, parse caches, tokenizer), `runner.py` (training, translation, scoring) and `summary.py` (statistics,
