@@ -630,6 +630,18 @@ def test_grid_order_and_lock(tmp_path):
     assert runner.acquire_lock(tmp_path / "run") == lock
 
 
+def test_read_lines_splits_on_newlines_only(tmp_path):
+    """A sentence holding a Unicode line separator stays one line, so a translation keeps its line numbers;
+    "\r\n" ends a line too, and a last line may lack its "\n" (plain and .gz files)."""
+    import gzip
+
+    raw = "a\u2028b\x85c\nd\r\n\ne"
+    (tmp_path / "text").write_text(raw, encoding="utf-8", newline="")
+    with gzip.open(tmp_path / "text.gz", "wt", encoding="utf-8", newline="") as f:
+        f.write(raw + "\n")
+    expected = ["a\u2028b\x85c", "d", "", "e"]
+    assert recipes.read_lines(tmp_path / "text") == expected == recipes.read_lines(tmp_path / "text.gz")
+
 def test_extra_eval_syntax():
     assert runner.parse_extra_evals(["held=a.ja,a.en"]) == {"held": (Path("a.ja"), Path("a.en"))}
     for bad in ("held=a.ja", "a.ja,a.en", "dev=a,b"):

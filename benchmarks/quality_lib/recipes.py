@@ -101,12 +101,18 @@ def resolve(recipe: dict, p: str) -> Path:
 
 
 def read_lines(path: Path) -> list[str]:
-    """One sentence a line; `.gz` files are decompressed."""
+    """One sentence a line, lines ended by "\n" (or "\r\n") only, as `wc -l` counts them: Unicode line and
+    paragraph separators inside a sentence do not split it (a blind translation keeps one line per source
+    line); `.gz` files are decompressed."""
     if not Path(path).is_file():
         raise FileNotFoundError(f"data file not found: {path}")
     opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return f.read().splitlines()
+    with opener(path, "rt", encoding="utf-8", newline="") as f:
+        text = f.read()
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
 
 
 def read_pair(src: Path, tgt: Path, limit: Optional[int] = None) -> tuple[list[str], list[str]]:
