@@ -92,11 +92,14 @@ def build_parser_cli() -> argparse.ArgumentParser:
                             "a CPU without native bf16 (AVX512-BF16 / AMX) runs autocast far slower than fp32")
     p_run.add_argument("--max-steps", type=int, default=None, help="Stop after N steps (probes)")
     p_run.add_argument("--threads", type=int, default=2, help="torch threads")
+    p_run.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                       help="Train and translate on the CPU or the GPU (the result records which machine)")
     p_blind = sub.add_parser("blind", parents=[common], help="Translate the blind test set with every finished run "
                              "that has no such translation yet and whose saved model exists")
     p_blind.add_argument("--presets", default=None, help="Comma-separated run names (default: all)")
     p_blind.add_argument("--seeds", default=None, help="Comma-separated seeds (default: all)")
     p_blind.add_argument("--threads", type=int, default=2, help="torch threads")
+    p_blind.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="Translate on the CPU or the GPU")
     p_parse = sub.add_parser("parse", parents=[common], help="Fill the parse caches and check the alignment")
     p_parse.set_defaults()
     p_sum = sub.add_parser("summary", parents=[common], help="Write model_cards/RESULTS.md and the bar charts")

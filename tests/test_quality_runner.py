@@ -82,6 +82,8 @@ def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch):
     assert [r["bf16"] for r in runs] == [False, False, True, True]  # the recipe trains in fp32; --bf16 overrides it
     cli = quality.build_parser_cli()
     assert [cli.parse_args(["run", "--recipe", "r", *flag]).bf16 for flag in ([], ["--bf16"], ["--no-bf16"])] == [None, True, False]
+    assert [cli.parse_args(["run", "--recipe", "r", *flag]).device for flag in ([], ["--device", "cuda"])] == ["cpu", "cuda"]
+    assert all(r["device"].startswith("cpu: ") for r in runs)  # the machine is recorded
     assert len(decoded_by) == 2 and all("_original_forward" not in m.__dict__ and m.forward.__func__ in class_forwards(m)
                                         for m in decoded_by)
     assert [(r["preset"], r["seed"]) for r in runs] == [("transformer_abs", 1), ("transformer_abs", 2), (COMBO, 1), (COMBO, 2)]
@@ -175,7 +177,7 @@ def test_blind_line_the_processor_rejects_stays_empty(setup, monkeypatch):
     quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1", "--max-steps", "4"])  # if not yet
     recipe = recipes.load_recipe(recipe_path)
     corpus_ = corpus.Corpus(recipe, root / "runs")
-    model, tokenizer = runner.load_saved_model(root / "runs" / recipe["name"] / "transformer_abs" / "seed1", corpus_)
+    model, tokenizer = runner.load_saved_model(root / "runs" / recipe["name"] / "transformer_abs" / "seed1", corpus_, "cpu")
     sources = (data / "blind.src").read_text().splitlines()
     translate = runner.translate
 

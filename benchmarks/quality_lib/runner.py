@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import os
+import platform
 import subprocess
 import time
 from pathlib import Path
@@ -43,7 +44,7 @@ def translate(model, tokenizer, sources: list[str], annotations: Optional[list[A
     hyps = []
     for i in range(0, len(sources), batch_size):
         batch = processor(sources[i: i + batch_size],
-                          annotations=annotations[i: i + batch_size] if needs_parse else None)
+                          annotations=annotations[i: i + batch_size] if needs_parse else None).to(model.device)
         with torch.no_grad():
             out = model.generate(**batch, num_beams=num_beams, max_length=max_length)
         hyps += [h.strip() for h in tokenizer.batch_decode(out, skip_special_tokens=True)]
@@ -65,6 +66,20 @@ def score(hyps: list[str], refs: list[str], tokenize: str) -> dict:
 def run_paths(results_dir: Path, runs_dir: Path, recipe: dict, preset: str, seed: int) -> tuple[Path, Path]:
     return (Path(results_dir) / recipe["name"] / preset / f"seed{seed}.json",
             Path(runs_dir) / recipe["name"] / preset / f"seed{seed}")
+
+
+def device_description(device: str) -> str:
+    """The machine a run trained on: the GPU's name, or the CPU's model name (marked when it has avx512_bf16,
+    which makes bf16 autocast pay)."""
+    import torch
+
+    if device == "cuda":
+        return f"cuda: {torch.cuda.get_device_name()}"
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []
+    name = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")),
+                platform.processor() or "unknown")
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
+    return f"cpu: {name}" + (" (avx512_bf16)" if "avx512_bf16" in flags else "")
 
 
 def _git_commit() -> Optional[str]:
@@ -119,6 +134,7 @@ def parse_head_accuracy(model, batches) -> Optional[dict]:
     counts: dict[str, list[int]] = {}
     with torch.no_grad():
         for batch in batches:
+            batch = {k: v.to(model.device) for k, v in batch.items()}
             out = model(**batch)
             sides = []
             if out.encoder_parse_logits is not None:
@@ -242,7 +258,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         training["max_steps"] = args.max_steps
     if args.bf16 is not None:
         training["bf16"] = args.bf16
-    training_args = SyntaxMTTrainingArguments(output_dir=str(run_dir), seed=seed, use_cpu=True, report_to="none",
+    training_args = SyntaxMTTrainingArguments(output_dir=str(run_dir), seed=seed, use_cpu=args.device == "cpu",
+                                              report_to="none",
                                               disable_tqdm=True, **training)
     model_args = ModelArguments(preset=base_preset, config_overrides=",".join(f"{k}={v!r}" for k, v in overrides.items()),
                                 vocab_size=recipe["vocab_size"],
@@ -309,7 +326,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         "dev_greedy_bleu_best_epoch": max((h["bleu"] for h in history[:-1]), default=None),
         "dev_bleu_by_eval": history, "dev_parse_head_accuracy": parse_accuracy,
         "dev": evals.pop("dev"), "extra": evals, "test": blind,
-        "bf16": bool(training.get("bf16")), "threads": torch.get_num_threads(),
+        "bf16": bool(training.get("bf16")), "threads": torch.get_num_threads(), "device": device_description(args.device),
         "git_commit": _git_commit(), "run_dir": str(run_dir), "command": command,
     }
     if out["dev_greedy_bleu_trainer"] is not None and abs(out["dev_greedy_bleu_trainer"] - direct_greedy["bleu"]) > 0.01:
@@ -326,14 +343,14 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     return out
 
 
-def load_saved_model(checkpoint: Path, corpus: Corpus):
-    """(model in fp32, tokenizer) of a run dir or checkpoint; the tokenizer saved with it (or in the run dir
-    above a checkpoint-N), else the recipe's."""
+def load_saved_model(checkpoint: Path, corpus: Corpus, device: str):
+    """(model in fp32 on `device`, tokenizer) of a run dir or checkpoint; the tokenizer saved with it (or in the
+    run dir above a checkpoint-N), else the recipe's."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hf_syntax_mt  # noqa: F401  (registers the Auto classes)
 
-    model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint).float()
+    model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint).float().to(device)
     tok_dir = next((d for d in (checkpoint, checkpoint.parent) if (d / "tokenizer.json").is_file()), None)
     return model, AutoTokenizer.from_pretrained(tok_dir) if tok_dir else corpus.tokenizer
 
@@ -343,7 +360,7 @@ def evaluate_only(corpus: Corpus, checkpoint: Path, args) -> dict:
     runner, the scores are merged into that run's result JSON (`extra`), and its blind test set is
     translated when dev is (or when its translation is missing)."""
     checkpoint = Path(checkpoint)
-    model, tokenizer = load_saved_model(checkpoint, corpus)
+    model, tokenizer = load_saved_model(checkpoint, corpus, args.device)
     info_file = checkpoint / "quality_run.json"  # a run dir of this runner (its best model), not a checkpoint-N
     info_file = info_file if info_file.is_file() else None
     sets = parse_extra_evals(args.extra_eval)
@@ -409,7 +426,7 @@ def blind_command(args) -> list[dict]:
                 no_model.append(f"{out['preset']} seed {out['seed']}")
                 continue
             logger.info("%s seed %d: translating the blind test set with %s", out["preset"], out["seed"], run_dir)
-            model, tokenizer = load_saved_model(run_dir, corpus)
+            model, tokenizer = load_saved_model(run_dir, corpus, args.device)
             record_parser(model, corpus, run_dir)
             out["test"] = translate_blind(model, tokenizer, corpus, prefix)
             out.setdefault("evaluate_only_commands", []).append(args.command)
