@@ -14,6 +14,7 @@ import pytest
 import sacrebleu
 
 from hf_syntax_mt.synthetic import write_synthetic_corpus
+from hf_syntax_mt.syntax import Annotation, Annotator, locate_words
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -264,6 +265,8 @@ def test_summary_writes_markdown_and_chart(setup):
         assert f"| {preset} | {seeds} |" in text
     assert ("† seed trained in the other precision" in text) == any(r["bf16"] for rs in runs.values() for r in rs)
     assert "p vs abs" in text and "python benchmarks/quality.py run" in text
+    devices = {json.loads(p.read_text())["device"] for p in (root / "results").glob("synthetic.src-tgt/*/seed*.json")}
+    assert len(devices) == 1 and f"runs: {devices.pop()}." in text  # the machine the runs recorded
     assert (root / "cards" / "quality_synthetic.src-tgt.png").stat().st_size > 1000
     assert "Not finished yet" in text and "transformer_abs seed 3" in text
     rows = {}  # the main table's row of each preset (the learning-curve table repeats the names below it)
@@ -343,38 +346,40 @@ def test_summary_by_source_length_and_recipe_comparisons(setup):
 
 def test_subset_recipe_trains_on_the_first_pairs_and_draws_the_data_size_curve(setup):
     """A recipe with train_pairs trains on the first N pairs with its own tokenizer; once it has results, the
-    summary of the recipe it is a subset of shows Δ vs abs by training pairs (table + chart)."""
-    root, data, recipe_path, common = setup
-    quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1", "--max-steps", "4"])  # if not yet
-    subset = {**json.loads(recipe_path.read_text()), "name": "synthetic.src-tgt.half", "subset_of": "synthetic.src-tgt",
-              "train_pairs": 24, "vocab_size": 100, "presets": ["transformer_abs", "transformer_rel"], "grid": [],
-              "comparisons": []}
-    subset_path = root / "recipe_half.json"
-    subset_path.write_text(json.dumps(subset))
-    half = ["--recipe", str(subset_path), *common[2:]]
-    runs = quality.main(["run", *half, "--presets", "transformer_abs,transformer_rel", "--seeds", "1", "--max-steps", "2"])
+    summary of the recipe it is a subset of shows Δ vs abs by training pairs (table + chart). In a folder of its
+    own: the other tests' summaries stay without a curve."""
+    root, data, recipe_path, _ = setup
+    folder = root / "curve"
+    folder.mkdir()
+    full = {k: v for k, v in json.loads(recipe_path.read_text()).items() if k not in ("comparisons", "test_source")}
+    (folder / "full.json").write_text(json.dumps(full))
+    subset = {**full, "name": "synthetic.src-tgt.half", "subset_of": "synthetic.src-tgt", "train_pairs": 24,
+              "vocab_size": 100, "presets": ["transformer_abs", "transformer_rel"], "grid": []}
+    (folder / "half.json").write_text(json.dumps(subset))
+    dirs = ["--runs-dir", str(folder / "runs"), "--results-dir", str(folder / "results")]
+    common = ["--recipe", str(folder / "full.json"), *dirs]
+    train = ["--presets", "transformer_abs,transformer_rel", "--seeds", "1", "--max-steps", "2"]
+    runs = quality.main(["run", "--recipe", str(folder / "half.json"), *dirs, *train])
     assert [r["train_pairs"] for r in runs] == [24, 24]
     train_src, train_tgt = recipes.read_pair(data / "train.src", data / "train.tgt")
-    tokenizer_dir = root / "runs" / "synthetic.src-tgt.half" / f"tokenizer-{recipes.text_sha(train_src[:24] + train_tgt[:24])[:12]}-100"
-    assert (tokenizer_dir / "tokenizer.json").is_file()
-    output = root / "cards" / "RESULTS.md"
-    output.parent.mkdir(exist_ok=True)
+    tokenizer = f"tokenizer-{recipes.text_sha(train_src[:24] + train_tgt[:24])[:12]}-100"
+    assert (folder / "runs" / "synthetic.src-tgt.half" / tokenizer / "tokenizer.json").is_file()
+    output = folder / "cards" / "RESULTS.md"
+    quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1", "--max-steps", "2"])
     text = quality.main(["summary", *common, "--output", str(output)])
     header, rows = _table(text, "preset | 24 pairs")
     assert header == ["preset", "24 pairs"] and rows[0][0] == "transformer_rel"  # the full recipe has no rel run yet
-    quality.main(["run", *common, "--presets", "transformer_abs,transformer_rel", "--seeds", "1", "--max-steps", "4"])
+    quality.main(["run", *common, *train])
     text = quality.main(["summary", *common, "--output", str(output)])
     header, rows = _table(text, "preset | 24 pairs")
     assert header == ["preset", "24 pairs", "48 pairs"] and [row[0] for row in rows] == ["transformer_rel"]
+    refs = recipes.read_lines(data / "dev.tgt")
     for column, recipe_name in ((1, "synthetic.src-tgt.half"), (2, "synthetic.src-tgt")):
-        results = root / "results" / recipe_name
-        refs = recipes.read_lines(data / "dev.tgt")
-        stats = [[summary.bleu_statistics(recipes.read_lines(REPO / json.loads((results / preset / "seed1.json")
-                                                                            .read_text())["dev"]["hypotheses"]), refs, "13a")]
-                 for preset in ("transformer_rel", "transformer_abs")]
-        t = summary.paired_bootstrap(*stats)
+        hypotheses = [json.loads((folder / "results" / recipe_name / preset / "seed1.json").read_text())["dev"]["hypotheses"]
+                      for preset in ("transformer_rel", "transformer_abs")]
+        t = summary.paired_bootstrap(*[[summary.bleu_statistics(recipes.read_lines(REPO / h), refs, "13a")] for h in hypotheses])
         assert rows[0][column] == f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}] (1)"
-    assert (root / "cards" / "quality_synthetic.src-tgt_data_size.png").stat().st_size > 1000
+    assert (folder / "cards" / "quality_synthetic.src-tgt_data_size.png").stat().st_size > 1000
     assert "quality_synthetic.src-tgt_data_size.png" in text
 
 
@@ -651,7 +656,7 @@ def test_extra_eval_syntax():
             runner.parse_extra_evals([bad])
 
 
-class _ToyParser(corpus.Annotator):
+class _ToyParser(Annotator):
     """Words = whitespace tokens, each attached to the first; fails after `fail_after` calls."""
 
     name = "toy"
@@ -669,7 +674,7 @@ class _ToyParser(corpus.Annotator):
         out = []
         for t in texts:
             words = t.split()
-            out.append(corpus.Annotation(t, words, corpus.locate_words(t, words), [0] * len(words)))
+            out.append(Annotation(t, words, locate_words(t, words), [0] * len(words)))
         return out
 
 

@@ -152,6 +152,7 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
         lines[-1] += (" † seed trained in the other precision than its recipe's `bf16` setting (fp32 or bf16 autocast, "
                       "`--no-bf16` / `--bf16`; e.g. fp32 on a CPU without native bf16, where autocast is far slower); "
                       "every final decode runs the saved model in fp32.")
+    lines += device_lines(runs)
     variants = recipe.get("variants", {})
     for p in (p for p in order if p in variants):
         changes = [f"{k}={v}" for part in ("model", "training") for k, v in variants[p].get(part, {}).items()]
@@ -195,6 +196,22 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
 
 def _fmt_test(t: Optional[dict]) -> str:
     return f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p {t['p_value']:.3f}" if t else "–"
+
+
+def device_lines(runs: list[dict]) -> list[str]:
+    """The machines the runs recorded (`device`; runs before it was recorded are left out), so that a
+    comparison across kinds of machine shows."""
+    devices: dict[str, list[str]] = {}
+    for r in sorted(runs, key=lambda r: (r["preset"], r["seed"])):
+        if r.get("device"):
+            devices.setdefault(r["device"], []).append(f"{r['preset']} {r['seed']}")
+    if not devices:
+        return []
+    if len(devices) == 1:
+        ((device, names),) = devices.items()
+        return ["", f"Machine recorded by {len(names)} runs: {device}."]
+    return ["", "Machines recorded by the runs (run name and seed):"] + \
+        [f"- {device}: {', '.join(names)}" for device, names in devices.items()]
 
 
 def comparison_lines(recipe: dict, stats: dict, compare) -> list[str]:
