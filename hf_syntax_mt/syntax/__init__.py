@@ -2,7 +2,10 @@
 
 from .alignment import align_tokens_to_words, token_features
 from .annotation import Annotation, annotation_from_spacy, annotation_from_stanza, locate_words, merge_annotations, read_conllu
-from .annotators import Annotator, PreParsedAnnotator, SpacyAnnotator, StanzaAnnotator, load_annotator
+from .annotators import (
+    Annotator, DespacedSpacyAnnotator, PreParsedAnnotator, PretokenizedSpacyAnnotator, SpacyAnnotator, StanzaAnnotator,
+    load_annotator,
+)
 from .distance import (
     LARGE_DISTANCE,
     SENTENCE_DISTANCE,
@@ -43,7 +46,9 @@ __all__ = [
     "Annotation",
     "Annotator",
     "BracketTree",
+    "DespacedSpacyAnnotator",
     "PreParsedAnnotator",
+    "PretokenizedSpacyAnnotator",
     "SpacyAnnotator",
     "StanzaAnnotator",
     "align_tokens_to_words",

@@ -15,7 +15,9 @@ import os
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from .annotation import Annotation, annotation_from_spacy, annotation_from_stanza, empty_annotation, read_conllu
+from .annotation import (
+    Annotation, annotation_from_spacy, annotation_from_stanza, empty_annotation, locate_words, read_conllu,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -204,6 +206,53 @@ class SpacyAnnotator(Annotator):
         return [annotation_from_spacy(doc) for doc in self._nlp.pipe(texts, batch_size=self.batch_size)]
 
 
+class DespacedSpacyAnnotator(Annotator):
+    """A spaCy pipeline run on the text with all whitespace removed; word spans are mapped back into the
+    original text. For pre-segmented Japanese or Chinese (e.g. KyTea-spaced corpora), whose orthography has
+    no spaces: GiNZA parses natural text, and on spaced text Sudachi would follow the given cuts. A parser
+    word may then cover a space (KyTea ``送 っ`` = Sudachi ``送っ``). Settings as ``SpacyAnnotator``."""
+
+    name = "spacy_despaced"
+
+    def __init__(self, model: str = "ja_ginza", disable: Sequence[str] = (), batch_size: int = 256):
+        self.inner = SpacyAnnotator(model, disable=disable, batch_size=batch_size)
+
+    def settings(self) -> dict:
+        return self.inner.settings()
+
+    def _fingerprint(self) -> tuple:
+        return (type(self).__name__,) + self.inner._fingerprint()
+
+    def _annotate(self, texts: list[str]) -> list[Annotation]:
+        keep = [[i for i, c in enumerate(t) if not c.isspace()] for t in texts]
+        parsed = self.inner.annotate(["".join(t[i] for i in idx) for t, idx in zip(texts, keep)])
+        out = []
+        for text, idx, a in zip(texts, keep, parsed):
+            spans = [None if s is None else (idx[s[0]], idx[s[1] - 1] + 1) for s in a.spans]
+            out.append(Annotation(text, a.words, spans, a.heads, a.deprels, a.sentence_ids, a.trees))
+        return out
+
+
+class PretokenizedSpacyAnnotator(SpacyAnnotator):
+    """A spaCy pipeline that keeps the whitespace tokens of pre-tokenized text as its words (spaCy's own
+    tokenizer would split e.g. the Stanford token "'t" into "'" + "t"). Settings as ``SpacyAnnotator``."""
+
+    name = "spacy_pretokenized"
+
+    def _annotate(self, texts: list[str]) -> list[Annotation]:
+        from spacy.tokens import Doc
+
+        if self._nlp is None:
+            self._nlp = self._load()
+        docs = (Doc(self._nlp.vocab, words=t.split()) for t in texts)
+        out = []
+        for text, doc in zip(texts, self._nlp.pipe(docs, batch_size=self.batch_size)):
+            a = annotation_from_spacy(doc)  # spans index the single-spaced text: re-locate in `text`
+            spans = locate_words(text, a.words)
+            out.append(Annotation(text, a.words, spans, a.heads, a.deprels, a.sentence_ids, a.trees))
+        return out
+
+
 class PreParsedAnnotator(Annotator):
     """Looks texts up among existing annotations (gold treebanks, parses made elsewhere).
 
@@ -244,7 +293,8 @@ class PreParsedAnnotator(Annotator):
         return out
 
 
-ANNOTATORS = {cls.name: cls for cls in (StanzaAnnotator, SpacyAnnotator)}
+ANNOTATORS = {cls.name: cls for cls in (StanzaAnnotator, SpacyAnnotator, DespacedSpacyAnnotator,
+                                        PretokenizedSpacyAnnotator)}
 
 
 def load_annotator(spec: Union[None, dict, Annotator]) -> Optional[Annotator]:

@@ -1,0 +1,216 @@
+"""Parsers, the parse cache and the corpus context (texts, tokenizer, parses) shared by all runs of a recipe."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+from hf_syntax_mt.syntax import (
+    Annotation, Annotator, DespacedSpacyAnnotator, PreParsedAnnotator, PretokenizedSpacyAnnotator, SpacyAnnotator,
+    apply_source_spacing, read_conllu,
+)
+
+from .recipes import read_pair, resolve, text_sha
+
+logger = logging.getLogger("quality")
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsers and the parse cache
+# ---------------------------------------------------------------------------------------------
+
+
+def parser_label(spec: Optional[dict]) -> str:
+    if not spec:
+        return "none"
+    if "conllu_suffix" in spec:
+        return f"CoNLL-U files (<text>{spec['conllu_suffix']})"
+    return spec["spacy"] + (" (on the text without spaces)" if spec.get("despace") else
+                            " (pre-tokenized: the words are the space-separated tokens)" if spec.get("pretokenized") else "")
+
+
+def check_parser_installed(spec: dict) -> None:
+    """A clear ImportError naming the pip package of a missing spaCy pipeline."""
+    if "spacy" in spec and importlib.util.find_spec(spec["spacy"]) is None:
+        package = spec.get("pip", spec["spacy"].replace("_", "-"))
+        raise ImportError(
+            f"the recipe parses with the spaCy pipeline {spec['spacy']!r}, which is not installed: "
+            f"pip install {package}" + (" (a benchmark-only extra, not a dependency of hf_syntax_mt)"
+                                        if spec.get("benchmark_only") else "")
+        )
+
+
+def build_parser(spec: dict) -> Annotator:
+    check_parser_installed(spec)
+    cls = (DespacedSpacyAnnotator if spec.get("despace") else
+           PretokenizedSpacyAnnotator if spec.get("pretokenized") else SpacyAnnotator)
+    return cls(spec["spacy"], disable=spec.get("disable", ()), batch_size=spec.get("batch_size", 256))
+
+
+def _to_json(a: Annotation) -> str:
+    return json.dumps([a.text, a.words, a.spans, a.heads, a.deprels, a.sentence_ids, a.trees], ensure_ascii=False)
+
+
+def _from_json(line: str) -> Annotation:
+    text, words, spans, heads, deprels, sentence_ids, trees = json.loads(line)
+    return Annotation(text, words, [None if s is None else tuple(s) for s in spans], heads, deprels, sentence_ids, trees)
+
+
+def parse_cached(lines: list[str], spec: dict, text_path: Path, cache_dir: Path, chunk: int = 2000) -> list[Annotation]:
+    """Parses of `lines` (one `Annotation` each) from the cache, computing missing ones once.
+
+    CoNLL-U specs read `<text_path><conllu_suffix>` instead (e.g. gold trees of a synthetic corpus).
+    The cache file is written chunk by chunk, so an interrupted parse resumes where it stopped."""
+    if "conllu_suffix" in spec:
+        conllu = Path(f"{text_path}{spec['conllu_suffix']}")
+        annotations = read_conllu(conllu)
+        if len(annotations) < len(lines):
+            raise ValueError(f"{conllu} has {len(annotations)} sentences for {len(lines)} lines of {text_path}")
+        return annotations[: len(lines)]
+    parser = build_parser(spec)
+    key = hashlib.sha256(repr((text_sha(lines), parser._fingerprint())).encode()).hexdigest()[:20]
+    path = cache_dir / f"{Path(str(text_path)).name}.{spec['spacy']}.{key}.jsonl.gz"
+    tmp = path.with_suffix(".partial")
+    done: list[Annotation] = []
+    source = path if path.is_file() else tmp
+    if source.is_file():
+        try:
+            with gzip.open(source, "rt", encoding="utf-8") as f:
+                for line in f:
+                    done.append(_from_json(line))
+        except (ValueError, EOFError, OSError):  # a torn end of an interrupted write: keep what parsed
+            pass
+    if len(done) >= len(lines):
+        return done[: len(lines)]
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    with gzip.open(tmp, "wt", encoding="utf-8") as f:  # rewrite the good part, then append chunk by chunk
+        f.writelines(_to_json(a) + "\n" for a in done)
+    for i in range(len(done), len(lines), chunk):
+        batch = parser.annotate(lines[i: i + chunk])
+        with gzip.open(tmp, "at", encoding="utf-8") as f:
+            f.writelines(_to_json(a) + "\n" for a in batch)
+        done.extend(batch)
+        logger.info("parsed %d/%d lines of %s with %s (%.0f s)", len(done), len(lines), text_path,
+                    spec["spacy"], time.time() - start)
+    tmp.replace(path)
+    logger.info("parse cache: %s (%d lines, %.0f s)", path, len(lines), time.time() - start)
+    return done
+
+
+def alignment_report(annotations: Sequence[Annotation], tokenizer) -> dict:
+    """How parser words and subwords agree: words left without a subword of their own (their
+    dependents are re-attached), and subwords that end inside another word than they start in."""
+    from hf_syntax_mt.syntax import align_tokens_to_words
+
+    words = orphan = crossing = tokens = 0
+    for a in annotations:
+        enc = tokenizer(a.text, return_offsets_mapping=True, return_special_tokens_mask=True)
+        ids = align_tokens_to_words(a, enc["offset_mapping"], enc["special_tokens_mask"])
+        words += len(a.words)
+        orphan += len(set(range(len(a.words))) - set(i for i in ids if i is not None))
+        char_word = {}
+        for w, span in enumerate(a.spans):
+            for c in range(*span) if span else ():
+                char_word[c] = w
+        for (s, e), w in zip(enc["offset_mapping"], ids):
+            if w is None:
+                continue
+            tokens += 1
+            last = next((c for c in range(e - 1, s - 1, -1) if not a.text[c].isspace()), None)
+            if last is not None and char_word.get(last, w) != w:
+                crossing += 1
+    return {"sentences": len(annotations), "words": words, "words_without_subword": orphan,
+            "subwords": tokens, "subwords_crossing_words": crossing}
+
+
+# ---------------------------------------------------------------------------------------------
+# Corpus context shared by all runs of a recipe
+# ---------------------------------------------------------------------------------------------
+
+
+class Corpus:
+    """Texts, tokenizer and parse caches of one recipe (built lazily, once). A recipe's `train_pairs` trains
+    on the first N pairs of its training files (a low-resource subset, with its own tokenizer and parses);
+    `train_limit` (probes) cuts further."""
+
+    def __init__(self, recipe: dict, runs_dir: Path, train_limit: Optional[int] = None, dev_limit: Optional[int] = None):
+        self.recipe = recipe
+        self.root = Path(runs_dir) / recipe["name"]
+        self.parse_dir = Path(runs_dir) / "parse_cache"
+        data = recipe["data"]
+        train_limit = min((n for n in (train_limit, recipe.get("train_pairs")) if n is not None), default=None)
+        self.paths = {split: [resolve(recipe, p) for p in data[split]] for split in ("train", "dev")}
+        self.source_spacing = recipe.get("source_spacing", "as_is")
+        self.texts = {}
+        for split, limit in (("train", train_limit), ("dev", dev_limit)):
+            source, target = read_pair(*self.paths[split], limit=limit)
+            self.texts[split] = (self.prepare_sources(source), target)
+        self._tokenizer = None
+        self._parses: dict = {}
+
+    def prepare_sources(self, lines: list[str]) -> list[str]:
+        """Source lines as the recipe's models read them (`source_spacing`, `hf_syntax_mt.syntax.spacing`)."""
+        return [apply_source_spacing(line, self.source_spacing) for line in lines]
+
+    @property
+    def tokenizer(self):
+        """The recipe's joint BPE tokenizer, trained once on train source + target."""
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            from hf_syntax_mt.tokenization import train_joint_bpe_tokenizer
+
+            src, tgt = self.texts["train"]
+            split = self.recipe.get("split_punctuation", False)
+            scripts = self.recipe.get("split_cjk_scripts", False)
+            path = self.root / (f"tokenizer-{text_sha(src + tgt)[:12]}-{self.recipe['vocab_size']}"
+                                f"{'-punct' if split else ''}{'-cjk' if scripts else ''}")
+            if (path / "tokenizer.json").is_file():
+                self._tokenizer = AutoTokenizer.from_pretrained(path)
+            else:
+                logger.info("training the joint BPE tokenizer (%d) on %d pairs", self.recipe["vocab_size"], len(src))
+                self._tokenizer = train_joint_bpe_tokenizer(src + tgt, vocab_size=self.recipe["vocab_size"],
+                                                            split_punctuation=split, split_cjk_scripts=scripts)
+                self._tokenizer.save_pretrained(path)
+        return self._tokenizer
+
+    def parses(self, lines: list[str], side: str, text_path: Path) -> list[Annotation]:
+        spec = self.recipe.get(f"{side}_parser")
+        if not spec:
+            raise ValueError(
+                f"recipe {self.recipe['name']!r} has no {side}_parser, but the preset needs {side} syntax"
+                + (" (no German parser ships offline: use transformer_dbsa_enc there)" if side == "target" else "")
+            )
+        key = (side, str(text_path), len(lines))
+        if key not in self._parses:
+            self._parses[key] = parse_cached(lines, spec, text_path, self.parse_dir)
+        return self._parses[key]
+
+    def annotators(self, config) -> tuple[Optional[PreParsedAnnotator], Optional[PreParsedAnnotator]]:
+        """Pre-parsed source / target annotators over train + dev, as the preset needs them."""
+        source = target = None
+        if config.needs_source_heads or config.needs_source_distances:
+            source = PreParsedAnnotator(self.parses(self.texts["train"][0], "source", self.paths["train"][0])
+                                        + self.parses(self.texts["dev"][0], "source", self.paths["dev"][0]))
+        if config.needs_target_heads:
+            target = PreParsedAnnotator(self.parses(self.texts["train"][1], "target", self.paths["train"][1])
+                                        + self.parses(self.texts["dev"][1], "target", self.paths["dev"][1]))
+        return source, target
+
+    def raw_datasets(self):
+        import datasets
+
+        out = {}
+        for split, name in (("train", "train"), ("dev", "validation")):
+            src, tgt = self.texts[split]
+            table = datasets.table.InMemoryTable.from_pydict({"source": src, "target": tgt})
+            out[name] = datasets.Dataset(table, fingerprint=datasets.fingerprint.Hasher.hash([split, text_sha(src + tgt)]))
+        return datasets.DatasetDict(out)
+

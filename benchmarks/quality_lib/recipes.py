@@ -1,0 +1,140 @@
+"""Recipes (one JSON file per corpus and direction), their runs, and the corpus files they name."""
+
+from __future__ import annotations
+
+import difflib
+import gzip
+import hashlib
+import json
+from pathlib import Path
+from typing import Optional, Sequence
+
+REPO = Path(__file__).resolve().parents[2]
+BASELINE = "transformer_abs"
+DEP_BASELINE = "transformer_rel"
+
+
+def load_recipe(path) -> dict:
+    """Read a recipe; data paths are relative to the recipe file's repository root (or absolute)."""
+    path = Path(path).resolve()
+    recipe = json.loads(path.read_text(encoding="utf-8"))
+    for key in ("name", "source_lang", "target_lang", "data", "model", "training"):
+        if key not in recipe:
+            raise ValueError(f"recipe {path}: missing key {key!r}")
+    base = Path(recipe.get("base_dir", path.parents[2] if path.parent.name == "recipes" else path.parent))
+    if not base.is_absolute():
+        base = (path.parent / base).resolve()
+    from hf_syntax_mt.configuration_syntax_mt import PRESETS
+
+    for name, variant in recipe.get("variants", {}).items():
+        if name in PRESETS or "+" in name or "preset" not in variant:
+            raise ValueError(f"recipe {path}: variant {name!r} needs its own name (not a preset or combination) "
+                             "and a 'preset' key naming the preset it changes")
+        unknown = set(variant) - {"preset", "model", "training"}
+        if unknown:
+            raise ValueError(f"recipe {path}: variant {name!r} has unknown keys {sorted(unknown)} "
+                             "(allowed: preset, model, training)")
+    recipe["_path"] = str(path)
+    recipe["_base"] = str(base)
+    check_training_settings(recipe)
+    named = recipe.get("presets", []) + [p for block in recipe.get("grid", []) for p in block["presets"]]
+    compared = [name for pair in recipe.get("comparisons", []) for name in pair]
+    if any(len(pair) != 2 for pair in recipe.get("comparisons", [])):
+        raise ValueError(f"recipe {path}: comparisons are [system, baseline] pairs of run names")
+    for name in dict.fromkeys(named + list(recipe.get("variants", {})) + compared):
+        run_config(recipe, name)
+    train_pairs = recipe.get("train_pairs")
+    if train_pairs is not None and not (isinstance(train_pairs, int) and train_pairs > 0):
+        raise ValueError(f"recipe {path}: train_pairs={train_pairs!r}; expected a positive number of training pairs")
+    return recipe
+
+
+def check_training_settings(recipe: dict):
+    """Refuse `training` keys (of the recipe or a variant) that are no `SyntaxMTTrainingArguments` field."""
+    from dataclasses import fields
+
+    from hf_syntax_mt.training import SyntaxMTTrainingArguments
+
+    known = {f.name for f in fields(SyntaxMTTrainingArguments)}
+    parts = [("training", recipe["training"])] + [(f"variant {name!r} training", v.get("training", {}))
+                                                  for name, v in recipe.get("variants", {}).items()]
+    for where, training in parts:
+        for key in training:
+            if key not in known:
+                close = difflib.get_close_matches(key, sorted(known), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"recipe {recipe['_path']}: {where}: unknown training argument {key!r}{hint}")
+
+
+def run_settings(recipe: dict, name: str) -> tuple[str, dict, dict]:
+    """(preset, model overrides, training arguments) of a run name: a preset (or combination) with the
+    recipe's `model` and `training`, or a named variant with its own changes on top of them."""
+    variant = recipe.get("variants", {}).get(name, {})
+    return (variant.get("preset", name), {**recipe["model"], **variant.get("model", {})},
+            {**recipe["training"], **variant.get("training", {})})
+
+
+def run_config(recipe: dict, name: str):
+    """The model config of run `name` (a preset, a '+' combination or a variant) under the recipe;
+    a bad name or setting raises a ValueError naming the recipe and the run."""
+    from hf_syntax_mt.configuration_syntax_mt import SyntaxMTConfig
+
+    base_preset, overrides, _ = run_settings(recipe, name)
+    try:
+        return SyntaxMTConfig.from_preset(base_preset, **overrides)
+    except ValueError as error:
+        raise ValueError(f"recipe {recipe['_path']}: run {name!r}: {error}") from None
+
+
+def same_change_baseline(variants: dict, name: str) -> Optional[str]:
+    """The variant of `transformer_abs` with exactly the model and training changes of variant `name`."""
+    def changes(variant):
+        return variant.get("model", {}), variant.get("training", {})
+
+    return next((other for other, v in variants.items() if v["preset"] == BASELINE and other != name
+                 and changes(v) == changes(variants[name])), None)
+
+
+def resolve(recipe: dict, p: str) -> Path:
+    p = Path(p)
+    return p if p.is_absolute() else Path(recipe["_base"]) / p
+
+
+def read_lines(path: Path) -> list[str]:
+    """One sentence a line, lines ended by "\n" (or "\r\n") only, as `wc -l` counts them: Unicode line and
+    paragraph separators inside a sentence do not split it (a blind translation keeps one line per source
+    line); `.gz` files are decompressed."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"data file not found: {path}")
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", newline="") as f:
+        text = f.read()
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
+def read_pair(src: Path, tgt: Path, limit: Optional[int] = None) -> tuple[list[str], list[str]]:
+    source, target = read_lines(src), read_lines(tgt)
+    if len(source) != len(target):
+        raise ValueError(f"{src} has {len(source)} lines but {tgt} has {len(target)}")
+    if limit is not None:
+        source, target = source[:limit], target[:limit]
+    return source, target
+
+
+def text_sha(lines: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+
+def grid_runs(recipe: dict, presets: Optional[str] = None, seeds: Optional[str] = None) -> list[tuple[str, int]]:
+    """(preset, seed) pairs in launch order: the given presets × seeds, or the recipe's `grid`
+    (a list of {presets, seeds} blocks, e.g. every preset with seed 1, then seeds 2 and 3 for some)."""
+    if presets is None and seeds is None:
+        blocks = recipe.get("grid") or [{"presets": recipe["presets"], "seeds": [1]}]
+        pairs = [(p, int(s)) for block in blocks for s in block["seeds"] for p in block["presets"]]
+        return list(dict.fromkeys(pairs))
+    names = presets.split(",") if presets else recipe["presets"]
+    return [(p, int(s)) for p in names for s in (seeds or "1").split(",")]
+

@@ -1,0 +1,532 @@
+"""Runs: train one (preset, seed) of a recipe, translate and score dev and extra sets, evaluate checkpoints."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Iterator, Optional, Sequence
+
+from hf_syntax_mt.syntax import Annotation
+
+from .corpus import Corpus, alignment_report, build_parser, parser_label
+from .recipes import REPO, grid_runs, load_recipe, read_lines, read_pair, resolve, run_config, run_settings
+
+logger = logging.getLogger("quality")
+
+
+# ---------------------------------------------------------------------------------------------
+# Translation and scoring
+# ---------------------------------------------------------------------------------------------
+
+
+def translate(model, tokenizer, sources: list[str], annotations: Optional[list[Annotation]], num_beams: int,
+              max_length: int, max_source_length: int, batch_size: int = 64) -> list[str]:
+    """Translate in corpus order with the features the model needs at inference (no target side)."""
+    import torch
+
+    from hf_syntax_mt.data import SyntaxFeatureProcessor
+
+    config = model.config
+    processor = SyntaxFeatureProcessor(
+        tokenizer, None,
+        needs_source_heads=config.dependency_relations is not None,
+        needs_source_distances=config.needs_source_distances,
+        max_source_length=max_source_length, distance_source=config.distance_source,
+        source_spacing=config.source_spacing,
+    )
+    needs_parse = processor.needs_source_parse
+    model.eval()
+    hyps = []
+    for i in range(0, len(sources), batch_size):
+        batch = processor(sources[i: i + batch_size],
+                          annotations=annotations[i: i + batch_size] if needs_parse else None).to(model.device)
+        with torch.no_grad():
+            out = model.generate(**batch, num_beams=num_beams, max_length=max_length)
+        hyps += [h.strip() for h in tokenizer.batch_decode(out, skip_special_tokens=True)]
+    return hyps
+
+
+def score(hyps: list[str], refs: list[str], tokenize: str) -> dict:
+    import sacrebleu
+
+    return {"bleu": round(sacrebleu.corpus_bleu(hyps, [refs], tokenize=tokenize).score, 2),
+            "chrf": round(sacrebleu.corpus_chrf(hyps, [refs]).score, 2)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs
+# ---------------------------------------------------------------------------------------------
+
+
+def run_paths(results_dir: Path, runs_dir: Path, recipe: dict, preset: str, seed: int) -> tuple[Path, Path]:
+    return (Path(results_dir) / recipe["name"] / preset / f"seed{seed}.json",
+            Path(runs_dir) / recipe["name"] / preset / f"seed{seed}")
+
+
+def device_description(device: str) -> str:
+    """The machine a run trained on: the GPU's name, or the CPU's model name (marked when it has avx512_bf16,
+    which makes bf16 autocast pay)."""
+    import torch
+
+    if device == "cuda":
+        return f"cuda: {torch.cuda.get_device_name()}"
+    cpuinfo = Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").is_file() else []
+    name = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")),
+                platform.processor() or "unknown")
+    flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
+    return f"cpu: {name}" + (" (avx512_bf16)" if "avx512_bf16" in flags else "")
+
+
+def _git_commit() -> Optional[str]:
+    try:
+        return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def parse_extra_evals(items: Sequence[str]) -> dict[str, tuple[Path, Path]]:
+    """`name=src_path,tgt_path` -> {name: (src, tgt)}."""
+    out = {}
+    for item in items or ():
+        name, sep, paths = item.partition("=")
+        parts = paths.split(",")
+        if not sep or not name or len(parts) != 2 or name == "dev":
+            raise ValueError(f"--extra-eval {item!r}: expected name=src_path,tgt_path (name other than 'dev')")
+        out[name] = (Path(parts[0]), Path(parts[1]))
+    return out
+
+
+def dev_feature_batches(corpus: Corpus, model, tokenizer, batch_size: int = 64) -> Iterator[dict]:
+    """The dev set as padded model inputs with the syntax features the model's config asks for
+    (parses from the corpus caches), for `parse_head_accuracy`; built when first iterated."""
+    from hf_syntax_mt.data import DataCollatorForSyntaxSeq2Seq, SyntaxFeatureProcessor
+
+    recipe = corpus.recipe
+    annotator, target_annotator = corpus.annotators(model.config)
+    processor = SyntaxFeatureProcessor.from_config(
+        model.config, tokenizer, annotator, target_annotator=target_annotator,
+        max_source_length=recipe["max_source_length"], max_target_length=recipe["max_target_length"])
+    sources, targets = corpus.texts["dev"]
+    features = processor(sources, targets, return_tensors=None)
+    rows = [{k: v[i] for k, v in features.items()} for i in range(len(sources))]
+    collate = DataCollatorForSyntaxSeq2Seq(tokenizer)
+    for i in range(0, len(rows), batch_size):
+        yield collate(rows[i:i + batch_size])
+
+
+def parse_head_accuracy(model, batches) -> Optional[dict]:
+    """Dev accuracy (%) of the DBSA parse heads (SPEC §5), per side: the share of the subwords the parse
+    loss scores whose argmax head is the parser's head projected to subwords; the decoder reads the
+    reference (teacher forcing). None for a model without parse heads."""
+    import torch
+
+    from hf_syntax_mt.modeling_syntax_mt import IGNORE_INDEX, shift_target_heads_right
+
+    if not (model.config.dbsa_encoder_layer or model.config.dbsa_decoder_layer):
+        return None
+    model.eval()
+    counts: dict[str, list[int]] = {}
+    with torch.no_grad():
+        for batch in batches:
+            batch = {k: v.to(model.device) for k, v in batch.items()}
+            out = model(**batch)
+            sides = []
+            if out.encoder_parse_logits is not None:
+                sides.append(("source", out.encoder_parse_logits,
+                              batch["source_heads"].masked_fill(batch["attention_mask"] == 0, IGNORE_INDEX)))
+            if out.decoder_parse_logits is not None:
+                sides.append(("target", out.decoder_parse_logits, shift_target_heads_right(batch["target_heads"])))
+            for side, logits, gold in sides:
+                gold = gold[:, : logits.shape[1]]
+                scored = gold != IGNORE_INDEX
+                count = counts.setdefault(side, [0, 0])
+                count[0] += int((logits.argmax(-1) == gold)[scored].sum())
+                count[1] += int(scored.sum())
+    return {side: round(100 * correct / max(total, 1), 2) for side, (correct, total) in counts.items()}
+
+
+def evaluate_sets(model, tokenizer, corpus: Corpus, sets: dict, out_prefix: Path, num_beams: int) -> dict:
+    """Translate each set `{name: (src_path, tgt_path)}` with beam `num_beams`; write hypotheses
+    next to `out_prefix` and return `{name: {bleu, chrf, hypotheses, ...}}`."""
+    recipe = corpus.recipe
+    results = {}
+    for name, (src_path, tgt_path) in sets.items():
+        if name == "dev":
+            src, refs = corpus.texts["dev"]
+        else:
+            src, refs = read_pair(src_path, tgt_path)
+            src = corpus.prepare_sources(src)
+        annotations = None
+        if model.config.needs_parser_at_inference:
+            annotations = corpus.parses(src, "source", src_path)
+        start = time.time()
+        hyps = translate(model, tokenizer, src, annotations, num_beams, recipe["max_target_length"],
+                         recipe["max_source_length"])
+        hyp_path = Path(f"{out_prefix}.{name}.beam{num_beams}.txt")
+        hyp_path.parent.mkdir(parents=True, exist_ok=True)
+        hyp_path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+        results[name] = {**score(hyps, refs, recipe["bleu_tokenize"]), "num_beams": num_beams,
+                         "sentences": len(src), "source": str(src_path), "reference": str(tgt_path),
+                         "hypotheses": os.path.relpath(hyp_path, REPO),
+                         "translate_seconds": round(time.time() - start, 1)}
+        logger.info("%s: BLEU %.2f chrF %.2f (beam %d)", name, results[name]["bleu"], results[name]["chrf"], num_beams)
+    return results
+
+
+def blind_path(out_prefix: Path, num_beams: int) -> Path:
+    return Path(f"{out_prefix}.test.beam{num_beams}.txt")
+
+
+def translate_blind(model, tokenizer, corpus: Corpus, out_prefix: Path) -> Optional[dict]:
+    """Translate the recipe's blind test source (`test_source`; its references are held out of the project, on
+    purpose) as dev is translated, into `<out_prefix>.test.beam<k>.txt`: corpus order, one line per source line,
+    an empty line for a line that cannot be translated (an empty source line, or one the feature processor
+    rejects). Never scored. None when the recipe has no blind set (e.g. en→ja)."""
+    recipe = corpus.recipe
+    if not recipe.get("test_source"):
+        return None
+    num_beams = recipe["final_num_beams"]
+    src_path = resolve(recipe, recipe["test_source"])
+    sources = corpus.prepare_sources(read_lines(src_path))
+    todo = [i for i, line in enumerate(sources) if line.strip()]
+    texts = [sources[i] for i in todo]
+    annotations = corpus.parses(texts, "source", src_path) if model.config.needs_parser_at_inference else None
+
+    def decode(positions):  # positions in `texts`
+        return translate(model, tokenizer, [texts[k] for k in positions],
+                         None if annotations is None else [annotations[k] for k in positions],
+                         num_beams, recipe["max_target_length"], recipe["max_source_length"])
+
+    start = time.time()
+    hyps = [""] * len(sources)
+    try:
+        done = dict(enumerate(decode(range(len(texts)))))
+    except ValueError:  # a line the processor rejects: translate line by line, that line stays empty
+        done = {}
+        for k in range(len(texts)):
+            try:
+                done[k] = decode([k])[0]
+            except ValueError as error:
+                logger.warning("blind test line %d not translated (%s); its line is left empty", todo[k] + 1, error)
+    for k, hyp in done.items():
+        hyps[todo[k]] = hyp
+    translated = {todo[k] for k in done}
+    path = blind_path(out_prefix, num_beams)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    untranslated = [i + 1 for i in range(len(sources)) if i not in translated]  # 1-based line numbers
+    logger.info("blind test set: %d lines translated (beam %d), %d left empty -> %s", len(done), num_beams,
+                len(untranslated), path)
+    return {"source": recipe["test_source"], "sentences": len(sources), "num_beams": num_beams,
+            "hypotheses": os.path.relpath(path, REPO), "untranslated_lines": untranslated,
+            "translate_seconds": round(time.time() - start, 1)}
+
+
+def record_parser(model, corpus: Corpus, run_dir: Path) -> None:
+    """Record in the run's saved config the source parser (with its settings) that made the parse caches the
+    run trained on: the runner hands `train` pre-parsed annotations, so it records none, and without it
+    `pipeline("syntax-translation", model=run_dir)` has no parser to build. Gold CoNLL-U files name no parser."""
+    spec = corpus.recipe.get("source_parser")
+    config = model.config
+    if not spec or "conllu_suffix" in spec or not (config.needs_source_heads or config.needs_source_distances):
+        return
+    parser = build_parser(spec).to_dict()
+    if config.parser != parser:
+        config.parser = parser
+        config.save_pretrained(run_dir)
+
+
+def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
+    """Train one (preset, seed) with the recipe, then translate dev with the final beam."""
+    import torch
+
+    from hf_syntax_mt.training import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
+    from transformers.trainer_utils import get_last_checkpoint
+
+    recipe = corpus.recipe
+    result_path, run_dir = run_paths(args.results_dir, args.runs_dir, recipe, preset, seed)
+    base_preset, overrides, training = run_settings(recipe, preset)
+    config = run_config(recipe, preset)
+    tokenizer = corpus.tokenizer
+    annotator, target_annotator = corpus.annotators(config)
+    if args.max_steps:
+        training["max_steps"] = args.max_steps
+    if args.bf16 is not None:
+        training["bf16"] = args.bf16
+    training_args = SyntaxMTTrainingArguments(output_dir=str(run_dir), seed=seed, use_cpu=args.device == "cpu",
+                                              report_to="none",
+                                              disable_tqdm=True, **training)
+    model_args = ModelArguments(preset=base_preset, config_overrides=",".join(f"{k}={v!r}" for k, v in overrides.items()),
+                                vocab_size=recipe["vocab_size"],
+                                distance_source=overrides.get("distance_source", recipe.get("distance_source", "auto")))
+    data_args = DataArguments(
+        source_lang=recipe["source_lang"], target_lang=recipe["target_lang"],
+        train_file=str(corpus.paths["train"][0]), validation_file=str(corpus.paths["dev"][0]),
+        max_source_length=recipe["max_source_length"], max_target_length=recipe["max_target_length"],
+        bleu_tokenize=recipe["bleu_tokenize"], cache_dir=str(Path(args.runs_dir) / "feature_cache"),
+        source_spacing=corpus.source_spacing,
+    )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "quality_run.json").write_text(json.dumps({"recipe": recipe["name"], "preset": preset, "seed": seed}))
+    command = args.command
+    checkpoint = get_last_checkpoint(str(run_dir))  # train() resumes from it
+    resumed_step = int(checkpoint.rsplit("-", 1)[1]) if checkpoint else 0
+    logger.info("training %s seed %d on %s -> %s", preset, seed, recipe["name"], run_dir)
+    start = time.time()
+    result = train(model_args, data_args, training_args, tokenizer=tokenizer, annotator=annotator,
+                   target_annotator=target_annotator, raw_datasets=corpus.raw_datasets(), command=command)
+    trainer, metrics = result.trainer, result.metrics
+    model = trainer.model.float()
+    state = trainer.state
+    train_tokens = sum(len(x) for x in result.datasets["train"]["input_ids"]) + \
+        sum(len(x) for x in result.datasets["train"]["labels"])
+    steps_per_epoch = -(-len(result.datasets["train"]) // training_args.per_device_train_batch_size)
+    epochs_done = state.global_step / steps_per_epoch
+    epochs_this_process = (state.global_step - resumed_step) / steps_per_epoch
+    # the eval-order check: a direct greedy pass must give the Trainer's greedy dev BLEU
+    greedy = translate(model, tokenizer, corpus.texts["dev"][0],
+                       corpus.parses(corpus.texts["dev"][0], "source", corpus.paths["dev"][0])
+                       if model.config.needs_parser_at_inference else None,
+                       1, recipe["max_target_length"], recipe["max_source_length"])
+    direct_greedy = score(greedy, corpus.texts["dev"][1], recipe["bleu_tokenize"])
+    # The check above runs the model as the Trainer evaluated it: with `--bf16`/"bf16" accelerate wraps
+    # `forward` in bf16 autocast. The final decode runs it as users load it (fp32, no wrapper), the
+    # same as `--evaluate-only` on the saved run.
+    model = trainer.accelerator.unwrap_model(model, keep_fp32_wrapper=False)
+    record_parser(model, corpus, run_dir)
+    parse_accuracy = parse_head_accuracy(model, dev_feature_batches(corpus, model, tokenizer))
+    prefix = result_path.with_suffix("")
+    sets = {"dev": (corpus.paths["dev"][0], corpus.paths["dev"][1]), **parse_extra_evals(args.extra_eval)}
+    evals = evaluate_sets(model, tokenizer, corpus, sets, prefix, recipe["final_num_beams"])
+    blind = translate_blind(model, tokenizer, corpus, prefix)
+    history = [{"epoch": round(h["epoch"], 2), "step": h["step"], "bleu": h["eval_bleu"], "chrf": h.get("eval_chrf")}
+               for h in state.log_history if "eval_bleu" in h]
+    out = {
+        "preset": preset, "variant_of": base_preset if base_preset != preset else None,
+        "seed": seed, "corpus": recipe["corpus"], "recipe": recipe["name"],
+        "recipe_file": os.path.relpath(recipe["_path"], REPO), "direction": f"{recipe['source_lang']}-{recipe['target_lang']}",
+        "source_parser": parser_label(recipe.get("source_parser")) if annotator else None,
+        "target_parser": parser_label(recipe.get("target_parser")) if target_annotator else None,
+        "config_overrides": overrides, "training_overrides": {k: v for k, v in training.items()
+                                                              if recipe["training"].get(k) != v},
+        "train_pairs": len(corpus.texts["train"][0]),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "steps": state.global_step, "epochs": round(epochs_done, 2),
+        "best_checkpoint": os.path.basename(state.best_model_checkpoint or "") or None,
+        "resumed_from_step": resumed_step or None,  # then runtime and tokens/s cover this process only
+        "train_runtime_seconds": round(metrics.get("train_runtime", 0.0), 1),
+        "wall_time_seconds": round(time.time() - start, 1),
+        "train_tokens_per_second": round(train_tokens * epochs_this_process / max(metrics.get("train_runtime", 1e-9), 1e-9)),
+        "final_train_loss": metrics.get("train_loss"),
+        "dev_greedy_bleu_trainer": metrics.get("eval_bleu"), "dev_greedy_bleu_direct": direct_greedy["bleu"],
+        "dev_greedy_bleu_best_epoch": max((h["bleu"] for h in history[:-1]), default=None),
+        "dev_bleu_by_eval": history, "dev_parse_head_accuracy": parse_accuracy,
+        "dev": evals.pop("dev"), "extra": evals, "test": blind,
+        "bf16": bool(training.get("bf16")), "threads": torch.get_num_threads(), "device": device_description(args.device),
+        "git_commit": _git_commit(), "run_dir": str(run_dir), "command": command,
+    }
+    if out["dev_greedy_bleu_trainer"] is not None and abs(out["dev_greedy_bleu_trainer"] - direct_greedy["bleu"]) > 0.01:
+        # the Trainer's references are the labels, cut at max_target_length tokens; the direct pass scores the full lines
+        labels, limit = result.datasets["validation"]["labels"], recipe["max_target_length"]
+        truncated = sum(len(ids) >= limit for ids in labels)
+        cut_note = (f" ({truncated} of {len(labels)} dev references fill max_target_length={limit} tokens: "
+                    "the Trainer scores them cut there, the direct pass in full)") if truncated else ""
+        logger.warning("Trainer dev BLEU %.2f != direct greedy generate %.2f: check the eval order%s",
+                       out["dev_greedy_bleu_trainer"], direct_greedy["bleu"], cut_note)
+    result_path.parent.mkdir(parents=True, exist_ok=True)
+    result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    logger.info("wrote %s: dev BLEU %.2f (beam %d)", result_path, out["dev"]["bleu"], recipe["final_num_beams"])
+    return out
+
+
+def load_saved_model(checkpoint: Path, corpus: Corpus, device: str):
+    """(model in fp32 on `device`, tokenizer) of a run dir or checkpoint; the tokenizer saved with it (or in the
+    run dir above a checkpoint-N), else the recipe's."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    import hf_syntax_mt  # noqa: F401  (registers the Auto classes)
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(checkpoint).float().to(device)
+    tok_dir = next((d for d in (checkpoint, checkpoint.parent) if (d / "tokenizer.json").is_file()), None)
+    return model, AutoTokenizer.from_pretrained(tok_dir) if tok_dir else corpus.tokenizer
+
+
+def evaluate_only(corpus: Corpus, checkpoint: Path, args) -> dict:
+    """Score an existing checkpoint (or run dir) on dev + `--extra-eval` sets; if it is a run of this
+    runner, the scores are merged into that run's result JSON (`extra`), and its blind test set is
+    translated when dev is (or when its translation is missing)."""
+    checkpoint = Path(checkpoint)
+    model, tokenizer = load_saved_model(checkpoint, corpus, args.device)
+    info_file = checkpoint / "quality_run.json"  # a run dir of this runner (its best model), not a checkpoint-N
+    info_file = info_file if info_file.is_file() else None
+    sets = parse_extra_evals(args.extra_eval)
+    if info_file is None or not sets:
+        sets = {"dev": tuple(corpus.paths["dev"]), **sets}
+    if info_file is not None:
+        info = json.loads(info_file.read_text())
+        record_parser(model, corpus, checkpoint)  # runs saved before the runner recorded it
+        result_path, _ = run_paths(args.results_dir, args.runs_dir, corpus.recipe, info["preset"], info["seed"])
+        prefix = result_path.with_suffix("")
+        evals = evaluate_sets(model, tokenizer, corpus, sets, prefix, corpus.recipe["final_num_beams"])
+        blind = None
+        if "dev" in sets or not blind_path(prefix, corpus.recipe["final_num_beams"]).is_file():
+            blind = translate_blind(model, tokenizer, corpus, prefix)
+        if result_path.is_file():
+            out = json.loads(result_path.read_text())
+            if blind is not None:
+                out["test"] = blind
+            for name, value in evals.items():
+                if name == "dev":
+                    out["dev"] = value
+                else:
+                    out.setdefault("extra", {})[name] = value
+            parse_accuracy = parse_head_accuracy(model, dev_feature_batches(corpus, model, tokenizer))
+            if parse_accuracy is not None:
+                out["dev_parse_head_accuracy"] = parse_accuracy
+            out.setdefault("evaluate_only_commands", []).append(args.command)
+            result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        return evals
+    slug = checkpoint.resolve().as_posix().strip("/").replace("/", "_")
+    prefix = Path(args.results_dir) / corpus.recipe["name"] / "evaluate_only" / slug
+    evals = evaluate_sets(model, tokenizer, corpus, sets, prefix, corpus.recipe["final_num_beams"])
+    Path(f"{prefix}.json").write_text(json.dumps({"checkpoint": str(checkpoint), "preset": model.config.preset,
+                                                  "evals": evals, "command": args.command}, indent=1) + "\n")
+    return evals
+
+
+def blind_command(args) -> list[dict]:
+    """Write the missing blind test translations: every finished run of the recipes (narrowed by `--presets` /
+    `--seeds`) whose result has none and whose saved model is still in the runs dir; the others are listed."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    presets = set(args.presets.split(",")) if args.presets else None
+    seeds = {int(s) for s in args.seeds.split(",")} if args.seeds else None
+    written = []
+    for recipe_path in args.recipe:
+        recipe = load_recipe(recipe_path)
+        if not recipe.get("test_source"):
+            logger.info("%s: the recipe has no blind test set (test_source)", recipe["name"])
+            continue
+        corpus = Corpus(recipe, args.runs_dir, args.train_limit, args.dev_limit)
+        no_model = []
+        for result_path in sorted((Path(args.results_dir) / recipe["name"]).glob("*/seed*.json")):
+            out = json.loads(result_path.read_text())
+            if (presets and out["preset"] not in presets) or (seeds and out["seed"] not in seeds):
+                continue
+            prefix = result_path.with_suffix("")
+            if out.get("test") and blind_path(prefix, recipe["final_num_beams"]).is_file():
+                continue
+            _, run_dir = run_paths(args.results_dir, args.runs_dir, recipe, out["preset"], out["seed"])
+            if not (run_dir / "config.json").is_file():
+                no_model.append(f"{out['preset']} seed {out['seed']}")
+                continue
+            logger.info("%s seed %d: translating the blind test set with %s", out["preset"], out["seed"], run_dir)
+            model, tokenizer = load_saved_model(run_dir, corpus, args.device)
+            record_parser(model, corpus, run_dir)
+            out["test"] = translate_blind(model, tokenizer, corpus, prefix)
+            out.setdefault("evaluate_only_commands", []).append(args.command)
+            result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            written.append(out)
+        if no_model:
+            logger.warning("%s: no saved model in %s for %d runs without a blind translation: %s", recipe["name"],
+                           Path(args.runs_dir) / recipe["name"], len(no_model), ", ".join(no_model))
+    return written
+
+
+def run(args) -> list[dict]:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    out = []
+    for recipe_path in args.recipe:
+        recipe = load_recipe(recipe_path)
+        corpus = Corpus(recipe, args.runs_dir, args.train_limit, args.dev_limit)
+        if args.evaluate_only:
+            out.append(evaluate_only(corpus, Path(args.evaluate_only), args))
+            continue
+        pairs = grid_runs(recipe, args.presets, args.seeds)
+        for name in dict.fromkeys(preset for preset, _ in pairs):
+            run_config(recipe, name)  # a misspelt --presets fails now, not after the runs before it
+        out += [r for preset, seed in pairs if (r := run_one(corpus, preset, seed, args)) is not None]
+    return out
+
+
+def run_one(corpus: Corpus, preset: str, seed: int, args) -> Optional[dict]:
+    """Train one (preset, seed) unless its result exists (then only missing extra sets are scored)
+    or another process holds its lock."""
+    result_path, run_dir = run_paths(args.results_dir, args.runs_dir, corpus.recipe, preset, seed)
+    if result_path.is_file():
+        done = json.loads(result_path.read_text())
+        missing = {k: v for k, v in parse_extra_evals(args.extra_eval).items() if k not in done.get("extra", {})}
+        if missing and not (run_dir / "config.json").is_file():
+            logger.error("%s seed %d: cannot score the extra sets %s: the result %s exists but not its model %s "
+                         "(trained on another machine?); copy that run dir here or pass its --runs-dir, or delete the "
+                         "result file to retrain", preset, seed, sorted(missing), result_path, run_dir)
+        elif missing:
+            logger.info("%s seed %d: finished; scoring the missing extra sets %s", preset, seed, sorted(missing))
+            sub = argparse.Namespace(**{**vars(args), "extra_eval": [f"{k}={v[0]},{v[1]}" for k, v in missing.items()]})
+            evaluate_only(corpus, run_dir, sub)
+        else:
+            logger.info("%s seed %d: finished (%s), skipped", preset, seed, result_path)
+        return json.loads(result_path.read_text())
+    lock = acquire_lock(run_dir)
+    if lock is None:
+        logger.warning("%s seed %d: another process is training it (%s), skipped", preset, seed, run_dir)
+        return None
+    try:
+        return train_one(corpus, preset, seed, args)
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def acquire_lock(run_dir: Path) -> Optional[Path]:
+    """`run_dir/.lock` holding our pid, or None if a live process holds it (a stale lock is taken over)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lock = run_dir / ".lock"
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or 0)
+                os.kill(pid, 0)
+                return None
+            except (ValueError, ProcessLookupError, FileNotFoundError):
+                lock.unlink(missing_ok=True)
+                continue
+            except PermissionError:
+                return None
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return lock
+    return None
+
+
+def parse_command(args) -> None:
+    """Fill the parse caches of a recipe (train + dev, source and target parsers; the blind test source)
+    and check the word/subword alignment on dev."""
+    for recipe_path in args.recipe:
+        recipe = load_recipe(recipe_path)
+        corpus = Corpus(recipe, args.runs_dir, args.train_limit, args.dev_limit)
+        if recipe.get("test_source") and recipe.get("source_parser"):  # the lines `translate_blind` parses
+            blind = resolve(recipe, recipe["test_source"])
+            corpus.parses([line for line in read_lines(blind) if line.strip()], "source", blind)
+        for side, k in (("source", 0), ("target", 1)):
+            if not recipe.get(f"{side}_parser"):
+                continue
+            for split in ("dev", "train"):
+                start = time.time()
+                annotations = corpus.parses(corpus.texts[split][k], side, corpus.paths[split][k])
+                logger.info("%s %s %s: %d parses ready in %.0f s", recipe["name"], split, side, len(annotations),
+                            time.time() - start)
+            report = alignment_report(corpus.parses(corpus.texts["dev"][k], side, corpus.paths["dev"][k]), corpus.tokenizer)
+            print(json.dumps({"recipe": recipe["name"], "side": side, "dev_alignment": report}))
+

@@ -1,0 +1,401 @@
+"""Summary: mean ± std over seeds, paired bootstrap, the RESULTS.md tables and the bar charts."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+from results_md import marked, write_section  # benchmarks/ is on sys.path (the script's folder)
+
+from .recipes import (
+    BASELINE, DEP_BASELINE, REPO, grid_runs, load_recipe, read_lines, resolve, run_settings, same_change_baseline,
+)
+
+RESULTS_MD = REPO / "model_cards" / "RESULTS.md"
+BOOTSTRAP_SAMPLES = 1000
+
+
+def bleu_statistics(hyps: Sequence[str], refs: Sequence[str], tokenize: str) -> np.ndarray:
+    """Per-sentence BLEU sufficient statistics (sacrebleu): (N, 2 + 2·4) = lengths, matches, totals."""
+    from sacrebleu.metrics import BLEU
+
+    return np.asarray(BLEU(tokenize=tokenize)._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.int64)
+
+
+def bleu_from_statistics(stats: np.ndarray, tokenize: str = "13a") -> float:
+    from sacrebleu.metrics import BLEU
+
+    return BLEU(tokenize=tokenize)._compute_score_from_stats(stats.tolist()).score
+
+
+def paired_bootstrap(system: Sequence[np.ndarray], baseline: Sequence[np.ndarray], samples: int = BOOTSTRAP_SAMPLES,
+                     seed: int = 12345, tokenize: str = "13a") -> dict:
+    """Paired bootstrap resampling over sentences (Koehn 2004) for systems with several seeds.
+
+    `system` / `baseline`: per-seed statistics from `bleu_statistics` (same sentences). For each of
+    `samples` resamplings idx (N sentences with replacement, shared by both systems),
+    Δ_b = mean_seeds BLEU(system[idx]) − mean_seeds BLEU(baseline[idx]).
+    Returns the observed Δ, p = #{Δ_b ≤ 0} / samples and the 2.5/97.5 percentiles of Δ_b."""
+    n = len(system[0])
+    if any(len(s) != n for s in list(system) + list(baseline)):
+        raise ValueError("paired bootstrap needs the same sentences for every system and seed")
+    rng = np.random.default_rng(seed)
+    deltas = np.empty(samples)
+    for b in range(samples):
+        idx = rng.integers(0, n, size=n)
+        sys_score = np.mean([bleu_from_statistics(s[idx].sum(0), tokenize) for s in system])
+        base_score = np.mean([bleu_from_statistics(s[idx].sum(0), tokenize) for s in baseline])
+        deltas[b] = sys_score - base_score
+    observed = np.mean([bleu_from_statistics(s.sum(0), tokenize) for s in system]) - \
+        np.mean([bleu_from_statistics(s.sum(0), tokenize) for s in baseline])
+    return {"delta": float(observed), "p_value": float(np.mean(deltas <= 0)),
+            "ci95": [float(np.percentile(deltas, 2.5)), float(np.percentile(deltas, 97.5))], "samples": samples,
+            "deltas": deltas}
+
+
+def _fmt_mean_std(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}"
+
+
+def load_runs(recipe: dict, results_dir: Path) -> tuple[list[dict], dict[str, list[dict]]]:
+    """The recipe's result files, as a list and by run name."""
+    runs = [json.loads(p.read_text()) for p in sorted((Path(results_dir) / recipe["name"]).glob("*/seed*.json"))]
+    by_preset: dict[str, list[dict]] = {}
+    for r in runs:
+        by_preset.setdefault(r["preset"], []).append(r)
+    return runs, by_preset
+
+
+def dev_statistics(recipe: dict, by_preset: dict, dev_limit: int) -> dict[str, dict[int, np.ndarray]]:
+    """{run name: {seed: per-sentence BLEU statistics of its dev hypotheses}}."""
+    refs = read_lines(resolve(recipe, recipe["data"]["dev"][1]))[:dev_limit]
+    return {p: {r["seed"]: bleu_statistics(read_lines(REPO / r["dev"]["hypotheses"]), refs, recipe["bleu_tokenize"])
+                for r in rs} for p, rs in by_preset.items()}
+
+
+def compare_runs(stats: dict, system: str, base: str, tokenize: str, sentences=None) -> Optional[dict]:
+    """Paired bootstrap of `system` against `base` on the seeds both have run (None if there are none), over
+    all dev sentences or the `sentences` given (indices); the result names the seeds."""
+    seeds = sorted(set(stats.get(system, {})) & set(stats.get(base, {})))
+    if not seeds:
+        return None
+    pick = slice(None) if sentences is None else sentences
+    return {**paired_bootstrap([stats[system][s][pick] for s in seeds], [stats[base][s][pick] for s in seeds],
+                               tokenize=tokenize), "seeds": seeds}
+
+
+def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
+    """The Markdown section of one recipe (and its PNG charts)."""
+    runs, by_preset = load_runs(recipe, results_dir)
+    lines = [f"### {recipe['name']} ({recipe['source_lang']}→{recipe['target_lang']})", ""]
+    finished = {(r["preset"], r["seed"]) for r in runs}
+    missing = [(p, s) for p, s in grid_runs(recipe) if (p, s) not in finished]
+    todo = []
+    if missing:
+        todo = ["Not finished yet (the grid resumes with "
+                f"`python benchmarks/quality.py run --recipe {os.path.relpath(recipe['_path'], REPO)}`): "
+                + ", ".join(f"{p} seed {s}" for p, s in missing) + ".", ""]
+    if not runs:
+        return "\n".join(lines + ["No finished runs yet.", ""] + todo)
+    dev_limit = runs[0]["dev"]["sentences"]
+    tokenize = recipe["bleu_tokenize"]
+    order = [p for p in recipe.get("presets", []) if p in by_preset] + sorted(set(by_preset) - set(recipe.get("presets", [])))
+    stats = dev_statistics(recipe, by_preset, dev_limit)
+
+    def compare(system, base):
+        return compare_runs(stats, system, base, tokenize)
+
+    tests = {}
+    for p in order:
+        for base in (BASELINE, DEP_BASELINE):
+            if p != base and not (base == DEP_BASELINE and "dep" not in p):
+                tests[(p, base)] = compare(p, base)
+    lines += [
+        f"Dev set: {dev_limit} sentences; beam {recipe['final_num_beams']}, the saved model in fp32; "
+        f"BLEU (sacrebleu, tokenize={tokenize}) and chrF. "
+        f"Paired bootstrap: {BOOTSTRAP_SAMPLES} samples, p = share of samples where the preset does not beat the baseline, "
+        "on the seeds both have run (each system scored as the mean over those seeds).",
+        "",
+        "| preset | seeds | dev BLEU | dev chrF | Δ vs abs [95% CI] | p vs abs | Δ vs rel [95% CI] | p vs rel | steps | train h | tokens/s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    other_precision = False
+    for p in order:
+        rs = by_preset[p]
+        preset_bf16 = bool(run_settings(recipe, p)[2].get("bf16"))
+        seeds = []
+        for r in sorted(rs, key=lambda r: r["seed"]):
+            mark = "†" if r.get("bf16", False) != preset_bf16 else ""
+            other_precision |= bool(mark)
+            seeds.append(f"{r['seed']}{mark}")
+        cells = [p, ",".join(seeds),
+                 _fmt_mean_std([r["dev"]["bleu"] for r in rs]), _fmt_mean_std([r["dev"]["chrf"] for r in rs])]
+        for base in (BASELINE, DEP_BASELINE):
+            t = tests.get((p, base))
+            cells += [f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]", f"{t['p_value']:.3f}"] if t else ["–", "–"]
+        marks = ("§" if any(r.get("threads", 2) != 2 for r in rs) else "") + \
+            ("‡" if any(r.get("resumed_from_step") for r in rs) else "")
+        cells += [str(rs[0]["steps"]), f"{np.mean([r['train_runtime_seconds'] for r in rs]) / 3600:.2f}{marks}",
+                  f"{np.mean([r['train_tokens_per_second'] for r in rs]):.0f}{marks}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Train h and tokens/s are wall-clock figures of a shared 2-core machine (other jobs ran at times); "
+              "`benchmarks/speed.py` compares speed properly. ‡ resumed from a checkpoint: the figures cover "
+              "the last process only. § trained with a torch thread count other than 2 (`--threads`; 1 when two runs "
+              "shared the 2 cores, which gives ≈1.3× the throughput of one 2-thread run, each run slower)."]
+    if other_precision:
+        lines[-1] += (" † seed trained in the other precision than its recipe's `bf16` setting (fp32 or bf16 autocast, "
+                      "`--no-bf16` / `--bf16`; e.g. fp32 on a CPU without native bf16, where autocast is far slower); "
+                      "every final decode runs the saved model in fp32.")
+    lines += device_lines(runs)
+    variants = recipe.get("variants", {})
+    for p in (p for p in order if p in variants):
+        changes = [f"{k}={v}" for part in ("model", "training") for k, v in variants[p].get(part, {}).items()]
+        lines += ["", f"Variant `{p}`: `{variants[p]['preset']}` with {', '.join(changes) or 'no changes'} (recipe `variants`)."]
+        for base, what in ((variants[p]["preset"], "the preset it changes"),
+                           (same_change_baseline(variants, p), "the baseline with the same changes")):
+            t = compare(p, base)
+            if t:
+                lines.append(f"Against `{base}` ({what}): {t['delta']:+.2f} "
+                             f"[{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p = {t['p_value']:.3f}.")
+    lines += comparison_lines(recipe, stats, compare)
+    sources = read_lines(resolve(recipe, recipe["data"]["dev"][0]))[:dev_limit]
+    lines += length_thirds_lines(order, stats, sources, tokenize)
+    lines += data_size_lines(recipe, results_dir, chart_dir)
+    lines += learning_curve_lines(order, by_preset)
+    parsing = [p for p in order if any(r.get("dev_parse_head_accuracy") for r in by_preset[p])]
+    if parsing:
+        lines += ["", "DBSA parse heads on dev: % of the subwords the parse loss scores whose argmax head is the "
+                  "parser's head (decoder: teacher-forced reference; mean over the seeds that recorded it):", "",
+                  "| preset | source | target |", "|---|---|---|"]
+        for p in parsing:
+            accs = [r["dev_parse_head_accuracy"] for r in by_preset[p] if r.get("dev_parse_head_accuracy")]
+            lines.append(f"| {p} | " + " | ".join(
+                f"{np.mean([a[side] for a in accs if side in a]):.2f}" if any(side in a for a in accs) else "–"
+                for side in ("source", "target")) + " |")
+    extra_names = sorted({k for r in runs for k in r.get("extra", {})})
+    for name in extra_names:
+        lines += ["", f"Extra evaluation set `{name}` (beam {recipe['final_num_beams']}):", "",
+                  "| preset | seeds | BLEU | chrF |", "|---|---|---|---|"]
+        for p in order:
+            rs = [r for r in by_preset[p] if name in r.get("extra", {})]
+            if rs:
+                lines.append(f"| {p} | {len(rs)} | {_fmt_mean_std([r['extra'][name]['bleu'] for r in rs])} | "
+                             f"{_fmt_mean_std([r['extra'][name]['chrf'] for r in rs])} |")
+    chart = plot_chart(recipe, order, by_preset, chart_dir)
+    lines += ["", f"![dev BLEU per preset]({os.path.relpath(chart, RESULTS_MD.parent)})", "", "Commands:", "", "```"]
+    lines += [r["command"] for p in order for r in sorted(by_preset[p], key=lambda r: r["seed"]) if r.get("command")]
+    lines += ["```", ""] + todo
+    return "\n".join(lines)
+
+
+def _fmt_test(t: Optional[dict]) -> str:
+    return f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p {t['p_value']:.3f}" if t else "–"
+
+
+def device_lines(runs: list[dict]) -> list[str]:
+    """The machines the runs recorded (`device`; runs before it was recorded are left out), so that a
+    comparison across kinds of machine shows."""
+    devices: dict[str, list[str]] = {}
+    for r in sorted(runs, key=lambda r: (r["preset"], r["seed"])):
+        if r.get("device"):
+            devices.setdefault(r["device"], []).append(f"{r['preset']} {r['seed']}")
+    if not devices:
+        return []
+    if len(devices) == 1:
+        ((device, names),) = devices.items()
+        return ["", f"Machine recorded by {len(names)} runs: {device}."]
+    return ["", "Machines recorded by the runs (run name and seed):"] + \
+        [f"- {device}: {', '.join(names)}" for device, names in devices.items()]
+
+
+def comparison_lines(recipe: dict, stats: dict, compare) -> list[str]:
+    """The recipe's own `comparisons` ([system, baseline] pairs, e.g. an ablation against its full model or a
+    combination against its parts) that have runs on both sides."""
+    pairs = [(a, b) for a, b in recipe.get("comparisons", []) if a in stats and b in stats]
+    if not pairs:
+        return []
+    lines = ["", "The recipe's comparisons (paired bootstrap on the seeds both have run):", "",
+             "| system | baseline | seeds | Δ [95% CI], p |", "|---|---|---|---|"]
+    for system, base in pairs:
+        t = compare(system, base)
+        lines.append(f"| {system} | {base} | {','.join(map(str, t['seeds'])) if t else '–'} | {_fmt_test(t)} |")
+    return lines
+
+
+def length_thirds_lines(order: list[str], stats: dict, sources: list[str], tokenize: str) -> list[str]:
+    """Where in the sentence: dev BLEU on the short, middle and long third of the dev sentences (by the number of
+    whitespace-separated source words; ties in corpus order), from the stored hypotheses, with each preset's
+    paired bootstrap against abs on that third."""
+    lengths = np.array([len(s.split()) for s in sources])
+    thirds = np.array_split(np.argsort(lengths, kind="stable"), 3)
+    header = [f"{name}: {lengths[idx].min()}–{lengths[idx].max()} words ({len(idx)})"
+              for name, idx in zip(("short", "middle", "long"), thirds)]
+    lines = ["", "Where in the sentence: dev BLEU (mean over seeds) on thirds of the dev set by source length "
+             "(whitespace-separated source words; sorted by length, ties in corpus order, cut into three equal parts, "
+             "so a boundary length can fall in two thirds), and Δ vs abs [95% CI], p from the paired bootstrap on "
+             "that third (seeds both have run):", "",
+             "| preset | " + " | ".join(f"{h} | Δ vs abs" for h in header) + " |", "|---|" + "---|---|" * 3]
+    for p in order:
+        cells = []
+        for idx in thirds:
+            bleu = np.mean([bleu_from_statistics(s[idx].sum(0), tokenize) for s in stats[p].values()])
+            test = compare_runs(stats, p, BASELINE, tokenize, idx) if p != BASELINE else None
+            cells += [f"{bleu:.2f}", _fmt_test(test)]
+        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def subset_recipes(recipe: dict) -> list[dict]:
+    """The recipes beside this one that train on a subset of its training data (`"subset_of": <its name>`)."""
+    paths = sorted(Path(recipe["_path"]).parent.glob("*.json"))
+    return [load_recipe(path) for path in paths
+            if json.loads(path.read_text(encoding="utf-8")).get("subset_of") == recipe["name"]]
+
+
+def data_size_lines(recipe: dict, results_dir: Path, chart_dir: Path) -> list[str]:
+    """Δ dev BLEU against abs by the number of training pairs: this recipe and its subset recipes, for the run
+    names the subset recipes train; a table and a chart once a subset recipe has results."""
+    subsets = subset_recipes(recipe)
+    names = list(dict.fromkeys(p for r in subsets for p in r.get("presets", []) if p != BASELINE))
+    points: dict[str, dict[int, dict]] = {name: {} for name in names}
+    sizes = []
+    for r in subsets + [recipe]:
+        runs, by_preset = load_runs(r, results_dir)
+        if BASELINE not in by_preset or not set(by_preset) & set(names) or (r is recipe and not sizes):
+            continue
+        pairs = by_preset[BASELINE][0].get("train_pairs") or r.get("train_pairs") or \
+            len(read_lines(resolve(r, r["data"]["train"][0])))
+        stats = dev_statistics(r, {p: rs for p, rs in by_preset.items() if p in names or p == BASELINE},
+                               runs[0]["dev"]["sentences"])
+        sizes.append(pairs)
+        for name in names:
+            if name in stats:
+                points[name][pairs] = compare_runs(stats, name, BASELINE, r["bleu_tokenize"])
+    if not sizes:
+        return []
+    sizes = sorted(sizes)
+    lines = ["", "By training-set size: Δ dev BLEU vs abs [95% CI] (paired bootstrap; the seeds both have run in "
+             "parentheses), trained on the first N pairs of the training data (recipes "
+             + ", ".join(f"`{r['name']}`" for r in subsets) + f" and `{recipe['name']}`):", "",
+             "| preset | " + " | ".join(f"{n:,} pairs" for n in sizes) + " |", "|---|" + "---|" * len(sizes)]
+    for name in names:
+        cells = [_fmt_point(points[name].get(n)) for n in sizes]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    chart = plot_data_size_chart(recipe, points, sizes, chart_dir)
+    return lines + ["", f"![Δ dev BLEU vs abs by training pairs]({os.path.relpath(chart, RESULTS_MD.parent)})"]
+
+
+def _fmt_point(t: Optional[dict]) -> str:
+    if not t:
+        return "–"
+    return f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}] ({','.join(map(str, t['seeds']))})"
+
+
+def plot_data_size_chart(recipe: dict, points: dict, sizes: list[int], chart_dir: Path) -> Path:
+    """One line per run name: Δ vs abs with its 95% interval at each size (log x; the lines are set slightly
+    apart sideways so that the intervals do not hide each other)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.0))
+    drawn = [name for name in points if points[name]]
+    for k, name in enumerate(drawn):
+        xs = [n for n in sizes if points[name].get(n)]
+        ts = [points[name][n] for n in xs]
+        shift = 2 ** (0.04 * (k - (len(drawn) - 1) / 2))
+        deltas = np.array([t["delta"] for t in ts])
+        errors = np.array([[t["delta"] - t["ci95"][0] for t in ts], [t["ci95"][1] - t["delta"] for t in ts]])
+        ax.errorbar([x * shift for x in xs], deltas, yerr=errors, marker="o", markersize=4, capsize=3, linewidth=1.2,
+                    linestyle="--" if "@flat" in name else "-", label=name.replace("transformer_", ""))
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xticks(sizes, [f"{n:,}" for n in sizes])
+    ax.minorticks_off()
+    ax.set_xlabel("training pairs (first N of the corpus)")
+    ax.set_ylabel("Δ dev BLEU vs abs (95% CI)")
+    ax.set_title(f"{recipe['name']}: where the syntax pays, by data size", fontsize=9)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    fig.tight_layout()
+    chart_dir.mkdir(parents=True, exist_ok=True)
+    path = chart_dir / f"quality_{recipe['name']}_data_size.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def learning_curve_lines(order: list[str], by_preset: dict) -> list[str]:
+    """Markdown table of the greedy dev BLEU at each evaluation during training, mean over seeds.
+
+    Read from each run's `dev_bleu_by_eval`, whose last entry (the final evaluation of the kept
+    checkpoint) repeats an earlier one and is left out. The best preset of each column is bold."""
+    curves = {p: {} for p in order}
+    for p in order:
+        for r in by_preset[p]:
+            for h in r.get("dev_bleu_by_eval", [])[:-1]:
+                curves[p].setdefault(h["epoch"], []).append(h["bleu"])
+    epochs = sorted({e for curve in curves.values() for e in curve})
+    if not epochs:
+        return []
+    means = {p: {e: float(np.mean(v)) for e, v in curves[p].items()} for p in order}
+    best = {e: max(m[e] for m in means.values() if e in m) for e in epochs}
+    lines = ["", "Greedy dev BLEU at each evaluation during training, as the Trainer scored it (under bf16 autocast "
+             "when the run trains in bf16; mean over seeds; bold: best preset at that point; the run keeps the "
+             "checkpoint with the best of its row):", "",
+             "| preset | " + " | ".join(f"epoch {e:g}" for e in epochs) + " |", "|---|" + "---|" * len(epochs)]
+    for p in order:
+        cells = [("**{:.2f}**" if means[p][e] == best[e] else "{:.2f}").format(means[p][e]) if e in means[p] else "–"
+                 for e in epochs]
+        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def plot_chart(recipe: dict, order: list[str], by_preset: dict, chart_dir: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    means = [np.mean([r["dev"]["bleu"] for r in by_preset[p]]) for p in order]
+    stds = [np.std([r["dev"]["bleu"] for r in by_preset[p]], ddof=1) if len(by_preset[p]) > 1 else 0.0 for p in order]
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(order) + 1), 3.6))
+    ax.bar(range(len(order)), means, yerr=stds, capsize=4, color="#4a7ab5")
+    ax.set_xticks(range(len(order)), [p.replace("transformer_", "").replace("+", "+\n") for p in order],
+                  rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(f"dev BLEU (beam {recipe['final_num_beams']})")
+    ax.set_ylim(max(0.0, min(means) - 3 * max(stds + [1.0])), max(means) + 2 * max(stds + [0.5]))
+    ax.set_title(f"{recipe['name']}: mean ± std over seeds", fontsize=9)
+    fig.tight_layout()
+    chart_dir.mkdir(parents=True, exist_ok=True)
+    path = chart_dir / f"quality_{recipe['name']}.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+RECIPE_PART = re.compile(r"(<!-- quality:([^ ]+?):begin -->.*?<!-- quality:\2:end -->)", re.S)
+
+
+def summary(args) -> str:
+    """Print and write the quality section of model_cards/RESULTS.md. Each recipe has its own marked part of
+    it, so a summary of some recipes keeps the others' tables (and the file's other sections)."""
+    old = args.output.read_text(encoding="utf-8") if args.output.is_file() else ""
+    parts = {name: text for text, name in RECIPE_PART.findall(old)}  # the file's recipes, in its order
+    for recipe_file in args.recipe:
+        recipe = load_recipe(recipe_file)
+        parts[recipe["name"]] = marked(f"quality:{recipe['name']}",
+                                       summarize_recipe(recipe, args.results_dir, args.output.parent))
+    body = "\n".join(["## Dev BLEU: what the syntax buys", "",
+                      "Generated by `python benchmarks/quality.py summary` from `benchmarks/results/`.", "",
+                      "\n\n".join(parts.values())])
+    section = write_section(args.output, "quality", body)
+    print(section)
+    return section
+
