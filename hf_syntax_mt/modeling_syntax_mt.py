@@ -1208,7 +1208,8 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
             output_hidden_states=output_hidden_states,
             return_dict=True,
         )
-        logits = self.lm_head(outputs.last_hidden_state) + self.final_logits_bias
+        logits = self.lm_head(outputs.last_hidden_state)
+        logits = logits + self.final_logits_bias.to(logits.dtype)
 
         loss = token_loss = encoder_parse_loss = decoder_parse_loss = source_tree_loss = None
         if labels is not None:
