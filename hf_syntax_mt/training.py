@@ -59,6 +59,7 @@ from transformers.trainer_utils import (
 
 from .configuration_syntax_mt import SyntaxMTConfig
 from .data import DataCollatorForSyntaxSeq2Seq, add_syntax_features
+from .pipeline import check_parser_installed, model_location
 from .syntax import Annotator, PreParsedAnnotator, SpacyAnnotator, StanzaAnnotator, read_conllu
 
 logger = logging.getLogger(__name__)
@@ -551,6 +552,7 @@ def _load_tokenizer(model_args: ModelArguments, training_args, train_texts):
 
     name = model_args.tokenizer_name or model_args.model_name_or_path
     if name:
+        name = model_location(name, "tokenizer" if model_args.tokenizer_name else "model")
         try:
             return AutoTokenizer.from_pretrained(name)
         except (OSError, ValueError) as err:
@@ -598,6 +600,9 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     import datasets
 
     start = time.time()
+    if training_args.generation_num_beams is not None and training_args.generation_num_beams < 1:
+        raise ValueError(f"--generation_num_beams {training_args.generation_num_beams}: the beam size must be >= 1 "
+                         "(1 = greedy)")
     on_cpu = training_args.use_cpu or not torch.cuda.is_available()
     if training_args.bf16 and on_cpu and not cpu_has_native_bf16():
         logger.warning("bf16 autocast on a CPU without native bf16 (torch reports %s): its matmuls are emulated and "
@@ -616,7 +621,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     if model_args.model_name_or_path:
         if model_args.config_overrides:
             raise ValueError("--config_overrides builds a new model; it cannot change --model_name_or_path's config")
-        model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_location(model_args.model_name_or_path))
         config = model.config
         if model_args.preset != ModelArguments.preset and model_args.preset != config.preset:
             raise ValueError(f"--preset {model_args.preset} but --model_name_or_path is a {config.preset or 'custom'} "
@@ -655,6 +660,9 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
                              "pipeline for the source language: give the target language's parser with --target_parser")
         target_annotator = build_annotator(target_parser, model_args.target_parser_lang or data_args.target_lang,
                                            disable=model_args.parser_disable)
+    for role, parser in (("--parser", annotator), ("--target_parser", target_annotator)):
+        if parser is not None and not isinstance(parser, PreParsedAnnotator):
+            check_parser_installed(parser.to_dict(), role)
     preparsed = (parser_name or "").lower() == "preparsed"
     if not isinstance(annotator, PreParsedAnnotator) and annotator is not None:
         # a local model directory means nothing on the machines the model is shared with
@@ -802,20 +810,29 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     return TrainingResult(output_dir=str(output_dir), metrics=metrics, trainer=trainer, datasets=processed)
 
 
-def main(argv: Optional[list[str]] = None) -> dict:
-    """`hf-syntax-mt-train` / `training/train.py`: parse arguments (or one JSON file) and train."""
+def main(argv: Optional[list[str]] = None) -> int:
+    """`hf-syntax-mt-train` / `training/train.py`: parse arguments (or one JSON file), train, print the
+    metrics; returns the exit status. A user error (bad data, setting or parser: `ValueError`,
+    `OSError`, `ImportError`) prints its message and returns 2; `--traceback` re-raises it instead."""
     parser = HfArgumentParser((ModelArguments, DataArguments, SyntaxMTTrainingArguments))
+    parser.add_argument("--traceback", action="store_true", help="On an error, show the traceback, not only the message")
     argv = sys.argv[1:] if argv is None else list(argv)
-    if len(argv) == 1 and argv[0].endswith(".json"):
-        model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(argv[0]))
-    else:
-        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
-                        handlers=[logging.StreamHandler(sys.stdout)])
-    result = train(model_args, data_args, training_args, command="hf-syntax-mt-train " + " ".join(argv))
+    try:
+        if len(argv) == 1 and argv[0].endswith(".json"):
+            model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(argv[0]))
+        else:
+            model_args, data_args, training_args, _ = parser.parse_args_into_dataclasses(args=argv)
+        logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
+                            handlers=[logging.StreamHandler(sys.stdout)])
+        result = train(model_args, data_args, training_args, command="hf-syntax-mt-train " + " ".join(argv))
+    except (ValueError, OSError, ImportError) as err:
+        if "--traceback" in argv:
+            raise
+        print(f"hf-syntax-mt-train: error: {err}\n(--traceback shows where it was raised)", file=sys.stderr)
+        return 2
     if result.trainer.is_world_process_zero():
         print(json.dumps({k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}, indent=1))
-    return result.metrics
+    return 0
 
 
 __all__ = [

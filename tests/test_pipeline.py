@@ -66,7 +66,49 @@ def test_bad_lines_are_reported_and_skipped(dev, caplog):
     assert [bool(o["translation_text"]) for o in outputs] == [True, False, False, True]
     assert outputs[1]["error"] == "empty input line"
     assert "could not parse" in outputs[2]["error"] and "error" not in outputs[0]
-    assert "line 1: empty input line" in caplog.text and "line 2: could not parse" in caplog.text
+    assert "line 2: empty input line" in caplog.text and "line 3: could not parse" in caplog.text  # 1-based
+    assert len(caplog.records) == 2  # one report per bad line
+
+
+def test_undecodable_lines_are_reported_by_number_and_skipped(dev, caplog):
+    """bytes that are not UTF-8 and strings with lone surrogates are bad lines like empty ones; UTF-8
+    bytes are text, and a single bytes input is one sentence."""
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    translate = pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator(annotations))
+    good = translate(sources[:2], max_new_tokens=6)
+    lines = [sources[0], b"caf\xe9 \xff", "caf\udce9", sources[1].encode("utf-8")]
+    with caplog.at_level("WARNING"):
+        outputs = translate(lines, batch_size=4, max_new_tokens=6)
+    assert [o["translation_text"] for o in outputs] == [good[0]["translation_text"], "", "", good[1]["translation_text"]]
+    assert outputs[1]["error"] == "not UTF-8 text (invalid byte 0xe9 at byte 4 of the line)"
+    assert outputs[2]["error"] == "not valid Unicode text (lone surrogate '\\udce9' at character 4)"
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["line 2", "line 3"]
+    assert translate(sources[1].encode("utf-8"), max_new_tokens=6) == [good[1]]
+    with pytest.raises(ValueError, match="input line 2 is int, expected a string"):
+        translate([sources[0], 7], max_new_tokens=6)
+
+
+@pytest.mark.parametrize("beams", [0, -1, 1.5])
+def test_beam_size_below_one_is_refused(dev, beams):
+    out, _ = trained_model(DEP)
+    translate = pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator(dev[1]))
+    with pytest.raises(ValueError, match=f"num_beams={beams}: the beam size must be an integer >= 1"):
+        translate(dev[0][:1], num_beams=beams)
+
+
+def test_max_new_tokens_without_the_max_length_warning(dev, caplog):
+    """max_new_tokens=N is max_length=N + 1 for this decoder (test_matches_direct_generate: the same
+    output as generate(max_new_tokens=N)), without generate's warning that the model's generation
+    config sets max_length too; a call that sets both still gets it."""
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    translate = pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator(annotations))
+    with caplog.at_level("WARNING"):
+        assert translate(sources, max_new_tokens=3) == translate(sources, max_length=4)
+        assert "max_new_tokens" not in caplog.text
+        translate(sources[:1], max_new_tokens=3, max_length=6)
+        assert "Both `max_new_tokens` (=3) and `max_length`(=6)" in caplog.text
 
 
 def test_line_longer_than_the_model_allows_is_reported(dev):
@@ -141,5 +183,5 @@ def test_parser_in_config_not_installed():
     config = json.loads((broken / "config.json").read_text())
     config["parser"] = {"type": "spacy", "model": "xx_no_such_pipeline", "disable": [], "batch_size": 8}
     (broken / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ImportError, match="pip install xx-no-such-pipeline"):
+    with pytest.raises(ImportError, match="this model's parser: 'xx_no_such_pipeline' is neither an installed spaCy"):
         pipeline("syntax-translation", model=str(broken))
