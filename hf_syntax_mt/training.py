@@ -49,6 +49,8 @@ from transformers import (
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
 )
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_callback import TrainerState
 from transformers.trainer_utils import (
     PREFIX_CHECKPOINT_DIR,
     IntervalStrategy,
@@ -528,6 +530,21 @@ class TrainingResult:
     datasets: dict
 
 
+def _logged_evaluation(trainer) -> Optional[dict]:
+    """The dev metrics that training logged for the model the trainer holds now (the best checkpoint's
+    evaluation after load-best, else one at the last step), so that the dev set is not decoded again;
+    None when training logged none for it."""
+    state = trainer.state
+    if trainer.args.load_best_model_at_end and state.best_model_checkpoint:
+        step = TrainerState.load_from_json(str(Path(state.best_model_checkpoint) / TRAINER_STATE_NAME)).global_step
+    else:
+        step = state.global_step
+    for entry in reversed(state.log_history):
+        if entry.get("step") == step and any(key.startswith("eval_") for key in entry):
+            return {key: value for key, value in entry.items() if key != "step"}
+    return None
+
+
 def _check_checkpoint_config(checkpoint: str, config) -> None:
     """Refuse to resume a checkpoint of a different model (another preset, size or vocabulary)."""
     path = Path(checkpoint) / "config.json"
@@ -767,6 +784,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
 
     metrics: dict = {}
     output_dir = Path(training_args.output_dir)
+    record = output_dir / "all_results.json"
     if training_args.do_train and "train" in processed:
         checkpoint = training_args.resume_from_checkpoint
         if checkpoint is None and output_dir.is_dir():
@@ -780,16 +798,27 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
                 logger.info("resuming from %s", checkpoint)
         if checkpoint:
             _check_checkpoint_config(checkpoint, model.config)
-        if training_args.should_save:
-            tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
-        result = trainer.train(resume_from_checkpoint=checkpoint)
-        trainer.save_model(_internal_call=True)  # pushed once at the end, with the final card
-        metrics.update({k: v for k, v in result.metrics.items()})
-        trainer.save_state()
+        steps_done = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)).global_step if checkpoint else 0
+        steps = trainer.set_initial_training_values(training_args, trainer.get_train_dataloader())[-1]
+        if steps_done >= steps and record.is_file():
+            logger.warning("%s finished training at step %d in an earlier run: nothing to train; its model and %s are "
+                           "kept (train longer with a larger --max_steps / --num_train_epochs, or start again with "
+                           "--overwrite_output_dir)", output_dir, steps_done, record.name)
+            model = trainer.model = trainer.model_wrapped = AutoModelForSeq2SeqLM.from_pretrained(output_dir).to(
+                training_args.device)
+            trainer.state = TrainerState.load_from_json(str(output_dir / TRAINER_STATE_NAME))
+            metrics.update(json.loads(record.read_text(encoding="utf-8")))
+        else:
+            if training_args.should_save:
+                tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
+            result = trainer.train(resume_from_checkpoint=checkpoint)
+            trainer.save_model(_internal_call=True)  # pushed once at the end, with the final card
+            metrics.update(result.metrics)
+            trainer.save_state()
     else:
         trainer.save_model(_internal_call=True)
-    if eval_dataset is not None:
-        metrics.update(trainer.evaluate(metric_key_prefix="eval"))
+    if eval_dataset is not None and not any(key.startswith("eval_") for key in metrics):
+        metrics.update(_logged_evaluation(trainer) or trainer.evaluate(metric_key_prefix="eval"))
     if "test" in processed:
         prediction = trainer.predict(processed["test"], metric_key_prefix="test")
         metrics.update(prediction.metrics)
@@ -797,7 +826,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
             ids = [[t for t in row if t >= 0] for row in prediction.predictions.tolist()]
             hyps = tokenizer.batch_decode(ids, skip_special_tokens=True)
             (output_dir / "test_predictions.txt").write_text("".join(h.strip() + "\n" for h in hyps), encoding="utf-8")
-    metrics["wall_time_seconds"] = round(time.time() - start, 1)
+    metrics.setdefault("wall_time_seconds", round(time.time() - start, 1))  # an earlier run's record keeps its own
     if trainer.is_world_process_zero():
         trainer.save_metrics("all", metrics, combined=False)
         scores = {k: v for k, v in metrics.items()

@@ -232,6 +232,36 @@ def test_resume_from_checkpoint():
     assert json.loads((out / "config.json").read_text())["preset"] == "transformer_rel"
 
 
+def test_dev_set_is_decoded_once_per_evaluation_and_a_rerun_keeps_the_record(monkeypatch):
+    """Training evaluates at steps 2 and 4 and the final dev scores are the kept checkpoint's logged ones
+    (no third decoding after load-best); a second run into the finished output_dir trains nothing,
+    evaluates nothing and leaves all_results.json as it was."""
+    evaluations = []
+    evaluate = hf_syntax_mt.training.SyntaxMTSeq2SeqTrainer.evaluate
+
+    def counting_evaluate(self, *args, **kwargs):
+        evaluations.append(self.state.global_step)
+        return evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(hf_syntax_mt.training.SyntaxMTSeq2SeqTrainer, "evaluate", counting_evaluate)
+    out = scratch_dir("rerun")
+    first = train(*tiny_args(out, "transformer_abs"))
+    assert evaluations == [2, 4]
+    state = first.trainer.state
+    best_step = int(state.best_model_checkpoint.rsplit("-", 1)[1])
+    [logged] = [h for h in state.log_history if "eval_bleu" in h and h["step"] == best_step]
+    assert {k: first.metrics[k] for k in ("eval_bleu", "eval_chrf", "eval_loss")} == {
+        k: logged[k] for k in ("eval_bleu", "eval_chrf", "eval_loss")}
+    record = (out / "all_results.json").read_text()
+    assert json.loads(record)["train_loss"] > 0
+    evaluations.clear()
+    again = train(*tiny_args(out, "transformer_abs"))
+    assert evaluations == [] and (out / "all_results.json").read_text() == record
+    assert again.metrics == json.loads(record)
+    kept, trained = again.trainer.model.state_dict(), first.trainer.model.state_dict()
+    assert kept.keys() == trained.keys() and all(torch.equal(kept[k], trained[k]) for k in kept)
+
+
 class _FakeHub:
     """Stands in for `huggingface_hub.HfApi` (the Hub is unreachable): records each upload."""
 
