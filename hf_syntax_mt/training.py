@@ -61,6 +61,7 @@ from transformers.trainer_utils import (
 
 from .configuration_syntax_mt import SyntaxMTConfig
 from .data import DataCollatorForSyntaxSeq2Seq, add_syntax_features
+from .metrics import check_bleu_tokenize
 from .pipeline import check_parser_installed, model_location
 from .syntax import Annotator, PreParsedAnnotator, SpacyAnnotator, StanzaAnnotator, read_conllu
 
@@ -620,6 +621,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     if training_args.generation_num_beams is not None and training_args.generation_num_beams < 1:
         raise ValueError(f"--generation_num_beams {training_args.generation_num_beams}: the beam size must be >= 1 "
                          "(1 = greedy)")
+    if training_args.predict_with_generate:
+        check_bleu_tokenize(data_args.bleu_tokenize)  # a missing extra fails now, not at the first evaluation
     on_cpu = training_args.use_cpu or not torch.cuda.is_available()
     if training_args.bf16 and on_cpu and not cpu_has_native_bf16():
         logger.warning("bf16 autocast on a CPU without native bf16 (torch reports %s): its matmuls are emulated and "
