@@ -19,7 +19,7 @@ for `HfArgumentParser`: `ModelArguments` (preset, config overrides, tokenizer, p
    the logging window), evaluates in dataset order with `predict_with_generate` (BLEU + chrF from
    `hf_syntax_mt.metrics`), keeps the best checkpoint by BLEU, resumes from checkpoints;
 5. output dir: model + generation config, tokenizer, code files for remote loading, training
-   arguments, `all_results.json`, and a model card (`README.md`, from `model_cards/TEMPLATE.md`).
+   arguments, `all_results.json`, and a model card (`README.md`, from `templates/model_card.md`).
 
 Learning rate: `lr_scheduler_type="inverse_sqrt"` with `warmup_steps=W` is linear warm-up to the
 peak over W steps, then lr · sqrt(W / step) (transformers' timescale defaults to W, so the decay
@@ -64,11 +64,12 @@ from .data import DataCollatorForSyntaxSeq2Seq, add_syntax_features
 from .metrics import check_bleu_tokenize
 from .pipeline import check_parser_installed, model_location
 from .syntax import Annotator, PreParsedAnnotator, SpacyAnnotator, StanzaAnnotator, read_conllu
+from .tokenization import clear_call_state, train_joint_bpe_tokenizer
 
 logger = logging.getLogger(__name__)
 
 COMPONENT_LOSSES = ("token_loss", "encoder_parse_loss", "decoder_parse_loss")
-MODEL_CARD_TEMPLATE = Path(__file__).resolve().parents[1] / "model_cards" / "TEMPLATE.md"
+MODEL_CARD_TEMPLATE = Path(__file__).resolve().with_name("templates") / "model_card.md"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,9 +430,15 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
             labels = self._pad_tensors_to_max_len(labels, width)
         return loss, generated, labels
 
+    def save_model(self, output_dir: Optional[str] = None, _internal_call: bool = False) -> None:
+        if self.processing_class is not None:
+            clear_call_state(self.processing_class)  # the tokenizer saved beside the weights, without call state
+        super().save_model(output_dir, _internal_call)
+
     def create_model_card(self, **kwargs) -> None:
         if self.is_world_process_zero():
-            write_model_card(self.args.output_dir, **self.model_card_info)
+            model_id = getattr(self, "hub_model_id", None) or self.args.output_dir
+            write_model_card(self.args.output_dir, **{**self.model_card_info, "model_id": model_id})
 
 
 def bleu_metric_fn(tokenizer, bleu_tokenize: str = "13a"):
@@ -478,31 +485,76 @@ def _format_scores(scores: dict) -> str:
     return "\n".join(rows)
 
 
+EXAMPLE_SENTENCES = {"ja": "私は赤い車を買った。", "en": "I bought a red car.", "de": "Ich habe ein rotes Auto gekauft."}
+"""The model card's example input for these source languages (else a source sentence of the data)."""
+NOT_LANGUAGE_CODES = ("src", "tgt")  # DataArguments' defaults: file suffixes, not languages
+
+
+def _syntax_settings(config: dict) -> str:
+    """The syntax switches that are on, as `key=value` (relation_combination only where two kinds of relation combine)."""
+    keys = ["relative_positions", "dependency_relations", "dbsa_encoder_layer", "dbsa_decoder_layer", "sla_layers"]
+    if config.get("relative_positions") and config.get("dependency_relations"):
+        keys.insert(2, "relation_combination")
+    if config.get("sla_layers"):
+        keys += ["sla_tau", "distance_source"]
+    return ", ".join(f"{k}={config[k]}" for k in keys if config.get(k) not in (None, False))
+
+
+def _inference_notes(config: dict) -> tuple[str, str]:
+    """What translating with this model needs: with the package (its parser), and without it."""
+    from .syntax.annotators import spacy_install_hint
+
+    needs_parse = config.get("dependency_relations") is not None or bool(config.get("sla_layers"))
+    if not needs_parse:
+        return ("It needs no parser at inference (its syntax, if any, is learnt in training).",
+                "As the model needs no syntax at inference, `model.generate(**tokenizer(sentences, return_tensors=\"pt\", "
+                "padding=True), num_beams=4)` translates.")
+    parser = config.get("parser") or {}
+    if parser.get("type") == "spacy":
+        with_package = (f"The pipeline parses each sentence with the spaCy pipeline `{parser.get('model')}` recorded in "
+                        f"the config: `{spacy_install_hint(parser.get('model'))}`.")
+    elif parser.get("type") == "stanza":
+        with_package = (f"The pipeline parses each sentence with stanza (`{parser.get('lang')}`, recorded in the config), "
+                        "which downloads its models on first use.")
+    else:
+        with_package = ("It was trained on pre-parsed sources, so the pipeline needs the parses: "
+                        "`pipeline(..., annotator=hf_syntax_mt.PreParsedAnnotator.from_conllu(path))`, or "
+                        "`annotations=[...]` per call.")
+    features = "`source_heads` (batch, n): for every source subword the position of its head word's first subword " \
+               "in the same row, the root pointing to itself, -100 outside the tree"
+    if config.get("sla_layers"):
+        features += "; `source_distances` (batch, n): the syntactic distance of the gap after each subword"
+    return with_package, f"Its inputs include the syntax of each source sentence, to be built by hand and passed to " \
+                         f"`generate` beside `input_ids`: {features}."
+
+
 def write_model_card(output_dir, *, preset: str = "", config: Optional[dict] = None, data: str = "",
                      parser: str = "", scores: Optional[dict] = None, command: str = "",
-                     languages: tuple = ("", ""), extra: str = "") -> Path:
-    """Render `model_cards/TEMPLATE.md` into `output_dir/README.md` (Hub model card)."""
-    if MODEL_CARD_TEMPLATE.is_file():
-        template = MODEL_CARD_TEMPLATE.read_text(encoding="utf-8")
-    else:  # installed without the repository's model_cards/
-        template = "# {{preset}} ({{source_lang}} → {{target_lang}})\n\n{{sizes}}; syntax: {{syntax}}\n\n" \
-                   "Data: {{data}}\n\nParser: {{parser}}\n\n{{scores}}\n\n```\n{{command}}\n```\n{{extra}}\n"
+                     languages: tuple = ("", ""), model_id: Optional[str] = None, example: str = "",
+                     extra: str = "") -> Path:
+    """Render the package's model card template (`templates/model_card.md`) into `output_dir/README.md`,
+    the Hub model card. `model_id` names the model in the usage snippet (default: `output_dir`);
+    `example` is its input when the source language has none of `EXAMPLE_SENTENCES`."""
+    template = MODEL_CARD_TEMPLATE.read_text(encoding="utf-8")
     config = config or {}
     sizes = {k: config.get(k) for k in ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
                                          "encoder_ffn_dim", "vocab_size")}
+    codes = [code for code in languages if code and code not in NOT_LANGUAGE_CODES]
+    with_package, without_package = _inference_notes(config)
     values = {
         "preset": preset or "custom",
+        "language_tags": "language:\n" + "".join(f"- {code}\n" for code in codes) if codes else "",
         "source_lang": languages[0] or "",
         "target_lang": languages[1] or "",
         "data": data or "(not recorded)",
         "parser": parser or "none",
         "sizes": ", ".join(f"{k}={v}" for k, v in sizes.items() if v is not None),
-        "syntax": ", ".join(
-            f"{k}={config[k]}" for k in ("relative_positions", "dependency_relations", "relation_combination",
-                                         "dbsa_encoder_layer", "dbsa_decoder_layer", "sla_layers")
-            if config.get(k) not in (None, False)
-        ) or "none (absolute positions only)",
+        "syntax": _syntax_settings(config) or "none (absolute positions only)",
         "scores": _format_scores(scores or {}),
+        "model_id": model_id or str(output_dir),
+        "example": json.dumps(EXAMPLE_SENTENCES.get(languages[0], example or "..."), ensure_ascii=False),
+        "inference_note": with_package,
+        "without_package": without_package,
         "command": command or "(not recorded)",
         "extra": extra,
     }
@@ -566,8 +618,6 @@ def _check_checkpoint_config(checkpoint: str, config) -> None:
 def _load_tokenizer(model_args: ModelArguments, training_args, train_texts):
     """--tokenizer_name, else the tokenizer of --model_name_or_path (its embeddings index that
     vocabulary), else the one saved in output_dir by the run being resumed, else a new joint BPE."""
-    from .tokenization import train_joint_bpe_tokenizer
-
     name = model_args.tokenizer_name or model_args.model_name_or_path
     if name:
         name = model_location(name, "tokenizer" if model_args.tokenizer_name else "model")
@@ -698,6 +748,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
             texts = column_texts(raw["train"], src_col) + column_texts(raw["train"], tgt_col)
         with training_args.main_process_first(desc="tokenizer"):
             tokenizer = _load_tokenizer(model_args, training_args, texts)
+    tokenizer.model_max_length = config.max_position_embeddings  # the longest input the model takes
     if model is None:
         config.vocab_size = len(tokenizer)
         config.pad_token_id = tokenizer.pad_token_id
@@ -769,9 +820,14 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         parser_text += f"; target: {'pre-parsed CoNLL-U' if target_annotator is None else json.dumps(target_annotator.to_dict()) if not isinstance(target_annotator, PreParsedAnnotator) else 'pre-parsed'}"
     data_text = data_args.dataset_name or ", ".join(f"{k}: `{v}` ({len(raw[k])} pairs)" for k, v in split_files.items()
                                                     if v and k in raw)
+    example_split = next((split for split in ("validation", "train") if split in raw and len(raw[split])), None)
+    example = None
+    if example_split is not None:
+        example = column_texts(raw[example_split].select(range(1)), text_columns(raw[example_split], data_args)[0])[0]
     card_info = dict(
         preset=config.preset or "", data=data_text, parser=parser_text, config=model.config.to_dict(),
         command=command or " ".join(sys.argv), languages=(data_args.source_lang, data_args.target_lang),
+        example=example,
     )
     trainer = SyntaxMTSeq2SeqTrainer(
         model=model,
@@ -813,6 +869,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
             metrics.update(json.loads(record.read_text(encoding="utf-8")))
         else:
             if training_args.should_save:
+                clear_call_state(tokenizer)
                 tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
             result = trainer.train(resume_from_checkpoint=checkpoint)
             trainer.save_model(_internal_call=True)  # pushed once at the end, with the final card

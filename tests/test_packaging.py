@@ -2,6 +2,10 @@
 
 import importlib.util
 import re
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -11,7 +15,8 @@ from hf_syntax_mt.metrics import check_bleu_tokenize
 from training_helpers import scratch_dir, tiny_args
 
 tomllib = pytest.importorskip("tomllib")
-PROJECT = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+ROOT = Path(__file__).parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
 def _requirements(specs):
@@ -41,3 +46,15 @@ def test_ja_mecab_bleu_without_mecab_names_the_extra_before_training(monkeypatch
     with pytest.raises(ImportError, match=r'ja-mecab" needs MeCab and its dictionary: pip install "hf_syntax_mt\[ja\]"'):
         train(model_args, data_args, training_args)
     assert not any(Path(training_args.output_dir).glob("checkpoint-*"))
+
+
+def test_the_wheel_holds_the_files_the_package_reads(tmp_path):
+    """A non-editable install has the model card template and the metric module (package data)."""
+    source = tmp_path / "source"
+    shutil.copytree(ROOT / "hf_syntax_mt", source / "hf_syntax_mt", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path / "dist"), str(source)], check=True, capture_output=True, timeout=300)
+    names = zipfile.ZipFile(next((tmp_path / "dist").glob("hf_syntax_mt-*.whl"))).namelist()
+    assert {"hf_syntax_mt/templates/model_card.md", "hf_syntax_mt/metrics/syntax_sacrebleu.py"} <= set(names)

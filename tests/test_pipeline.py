@@ -1,7 +1,10 @@
 """The `syntax-translation` pipeline on tiny trained models: outputs, batching, bad input."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -185,3 +188,20 @@ def test_parser_in_config_not_installed():
     (broken / "config.json").write_text(json.dumps(config))
     with pytest.raises(ImportError, match="this model's parser: 'xx_no_such_pipeline' is neither an installed spaCy"):
         pipeline("syntax-translation", model=str(broken))
+
+
+def test_tokenizer_loads_without_questions_or_warnings(caplog, tmp_path):
+    """With the package imported AutoTokenizer needs nothing more; without it, trust_remote_code=True (as
+    the model card says: AutoTokenizer reads the model's config, whose class is custom code) and no
+    question about custom code, no warning about a model type ``."""
+    out, _ = trained_model(DEP)
+    positions = json.loads((out / "config.json").read_text())["max_position_embeddings"]
+    with caplog.at_level("WARNING"):
+        assert AutoTokenizer.from_pretrained(out).model_max_length == positions
+    assert "model of type" not in caplog.text
+    code = (f"from transformers import AutoTokenizer; "
+            f"print(AutoTokenizer.from_pretrained({str(out)!r}, trust_remote_code=True).model_max_length)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert done.returncode == 0 and done.stdout == f"{positions}\n", done.stderr
+    assert "custom code" not in done.stderr and "model of type" not in done.stderr

@@ -13,8 +13,8 @@ import torch
 import transformers.trainer
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, get_scheduler
 
-import hf_syntax_mt  # noqa: F401
 import hf_syntax_mt.training
+from hf_syntax_mt import SyntaxMTConfig
 from hf_syntax_mt.metrics import load_metric
 from hf_syntax_mt.syntax import PreParsedAnnotator
 from hf_syntax_mt.training import (
@@ -24,6 +24,7 @@ from hf_syntax_mt.training import (
     parse_config_overrides,
     read_parallel_file,
     train,
+    write_model_card,
 )
 
 from training_helpers import scratch_dir, synthetic_corpus, tiny_args, trained_model
@@ -151,10 +152,34 @@ def test_end_to_end_outputs_and_push_files():
     assert config["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_syntax_mt.SyntaxMTForConditionalGeneration"
     assert config["vocab_size"] == len(AutoTokenizer.from_pretrained(out))
     card = (out / "README.md").read_text()
+    metadata = card.split("---\n")[1]
+    assert "library_name: transformers\npipeline_tag: translation\n" in metadata and "language:" not in metadata
+    for placeholder in ("{{", "https://github.com/", "PATH_OR_REPO"):
+        assert placeholder not in card
+    assert f'pipeline("syntax-translation", model="{out}")' in card
+    assert "source_heads" in card and "trust_remote_code=True" in card  # what loading without the package needs
     bleu = result.metrics["eval_bleu"]
     assert "transformer_dep_rel+transformer_dbsa+transformer_sla" in card
     assert f"| dev | bleu | {bleu:.2f} |" in card and "pre-parsed CoNLL-U" in card
     assert "train: " in card and "48 pairs" in card
+
+
+def test_model_card_of_a_japanese_model_without_syntax():
+    """Hub metadata with the languages, a Japanese example for ja→en, no syntax listed for transformer_abs,
+    and how to translate without the package."""
+    config = SyntaxMTConfig.from_preset("transformer_abs").to_dict()
+    card = write_model_card(scratch_dir("card"), preset="transformer_abs", config=config, languages=("ja", "en"),
+                            model_id="user/ja-en-abs").read_text()
+    metadata = card.split("---\n")[1]
+    assert "library_name: transformers\npipeline_tag: translation\n" in metadata
+    assert "language:\n- ja\n- en\n" in metadata
+    assert "- Syntax: none (absolute positions only)\n" in card and "relation_combination" not in card
+    assert 'pipeline("syntax-translation", model="user/ja-en-abs")' in card
+    assert 'translate(["私は赤い車を買った。"], num_beams=4)' in card
+    assert "needs no syntax at inference, `model.generate(" in card
+    combined = SyntaxMTConfig.from_preset("transformer_dep_rel").to_dict()
+    card = write_model_card(scratch_dir("card"), preset="transformer_dep_rel", config=combined).read_text()
+    assert "- Syntax: relative_positions=True, dependency_relations=depth, relation_combination=sum\n" in card
 
 
 def test_component_losses_are_logged():
@@ -220,6 +245,11 @@ def test_resume_from_checkpoint():
     logged_steps = [h["step"] for h in state.log_history if "loss" in h]
     assert logged_steps == [1, 2, 3, 4]  # steps 1-2 come from the checkpoint's state
     assert (out / "tokenizer.json").read_text() == tokenizer_before
+    # the tokenizer re-saved after loading holds no loading or call state; its length limit is the model's
+    saved = json.loads((out / "tokenizer_config.json").read_text())
+    assert not {"is_local", "local_files_only", "max_length", "stride", "truncation_strategy"} & set(saved), saved
+    assert saved["model_max_length"] == json.loads((out / "config.json").read_text())["max_position_embeddings"]
+    assert json.loads(tokenizer_before)["truncation"] is None
     # the second run read the features cached by the first (same data, tokenizer, settings)
     assert result.datasets["train"].cache_files[0]["filename"] == first.datasets["train"].cache_files[0]["filename"]
     # another model in the same output_dir: refused, unless it is told to start from scratch there
