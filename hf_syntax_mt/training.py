@@ -226,30 +226,38 @@ def parse_config_overrides(text: Optional[str]) -> dict:
 def _read_lines(path: Path) -> list[str]:
     if not path.is_file():
         raise FileNotFoundError(f"data file not found: {path}")
-    return path.read_text(encoding="utf-8").splitlines()
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text (invalid byte {data[err.start]:#04x})") from None
+    return text.splitlines()
 
 
-def read_parallel_file(path, source_lang: str = "src", target_lang: str = "tgt") -> dict[str, list[str]]:
-    """Read local sentence pairs into `{"source": [...], "target": [...]}`.
+def read_parallel_file(path, source_lang: str = "src", target_lang: str = "tgt") -> dict[str, list]:
+    """Read local sentence pairs into `{"source": [...], "target": [...], "line": [...]}` (`line`: the
+    1-based line number of each pair in its file, for messages).
 
     `path` is a `.tsv` (source TAB target), a `.json`/`.jsonl` (JSON lines with a `translation`
     dict or flat `source_lang`/`target_lang` keys) or a prefix P of the plain-text pair
-    P.<source_lang>, P.<target_lang>. Missing files, rows of the wrong shape and source/target
-    files with different line counts raise errors naming the file and line.
+    P.<source_lang>, P.<target_lang>. Missing files, text that is not UTF-8, rows of the wrong shape
+    and source/target files with different line counts raise errors naming the file and line. Pairs
+    with an empty (or whitespace-only) source or target are skipped with a warning that counts them and
+    names their lines (blank lines of a JSON-lines file are no pairs and are passed over silently).
     """
     path = Path(path)
     suffix = path.suffix.lower()
+    source, target, numbers = [], [], []
     if suffix == ".tsv":
-        source, target = [], []
         for i, line in enumerate(_read_lines(path), 1):
             parts = line.split("\t")
             if len(parts) != 2:
                 raise ValueError(f"{path}:{i}: expected 'source<TAB>target', found {len(parts)} field(s)")
             source.append(parts[0])
             target.append(parts[1])
-        return {"source": source, "target": target}
-    if suffix in (".json", ".jsonl"):
-        source, target = [], []
+            numbers.append(i)
+    elif suffix in (".json", ".jsonl"):
         for i, line in enumerate(_read_lines(path), 1):
             if not line.strip():
                 continue
@@ -262,14 +270,30 @@ def read_parallel_file(path, source_lang: str = "src", target_lang: str = "tgt")
                 raise ValueError(f"{path}:{i}: expected keys {source_lang!r} and {target_lang!r} (or a 'translation' dict)")
             source.append(pair[source_lang])
             target.append(pair[target_lang])
-        return {"source": source, "target": target}
-    src_path, tgt_path = Path(f"{path}.{source_lang}"), Path(f"{path}.{target_lang}")
-    source, target = _read_lines(src_path), _read_lines(tgt_path)
-    if len(source) != len(target):
-        raise ValueError(
-            f"{src_path} has {len(source)} lines but {tgt_path} has {len(target)}: source and target must be line-aligned"
-        )
-    return {"source": source, "target": target}
+            numbers.append(i)
+    else:
+        src_path, tgt_path = Path(f"{path}.{source_lang}"), Path(f"{path}.{target_lang}")
+        source, target = _read_lines(src_path), _read_lines(tgt_path)
+        if len(source) != len(target):
+            raise ValueError(
+                f"{src_path} has {len(source)} lines but {tgt_path} has {len(target)}: source and target must be "
+                "line-aligned"
+            )
+        numbers = list(range(1, len(source) + 1))
+        path = Path(f"{path}.{{{source_lang},{target_lang}}}")
+    empty = [k for k, (s, t) in enumerate(zip(source, target)) if not (s.strip() and t.strip())]
+    if empty:
+        logger.warning("%s: skipped %d pair(s) with an empty source or target line: %s", path, len(empty),
+                       _line_list([numbers[k] for k in empty]))
+        keep = sorted(set(range(len(source))) - set(empty))
+        source, target, numbers = [source[k] for k in keep], [target[k] for k in keep], [numbers[k] for k in keep]
+    return {"source": source, "target": target, "line": numbers}
+
+
+def _line_list(numbers: list[int], shown: int = 10) -> str:
+    """'line 3, 17, 20' or 'lines 3, 17, ... (25 in all)'."""
+    text = ", ".join(map(str, numbers[:shown]))
+    return f"line{'s' if len(numbers) > 1 else ''} {text}" + (f", ... ({len(numbers)} in all)" if len(numbers) > shown else "")
 
 
 def _file_signature(path: Path) -> list:
@@ -304,7 +328,7 @@ def load_raw_datasets(data_args: DataArguments):
             continue
         columns = read_parallel_file(path, data_args.source_lang, data_args.target_lang)
         signature = [_file_signature(p) for p in _data_files(path, data_args.source_lang, data_args.target_lang)]
-        fingerprint = datasets.fingerprint.Hasher.hash([split, signature])
+        fingerprint = datasets.fingerprint.Hasher.hash([split, signature, len(columns["line"])])
         out[split] = datasets.Dataset(datasets.table.InMemoryTable.from_pydict(columns), fingerprint=fingerprint)
     return datasets.DatasetDict(out)
 
@@ -650,6 +674,32 @@ def _tokenizer_signature(tokenizer) -> list:
     return [state, tokenizer.model_max_length, tokenizer.padding_side, tokenizer.truncation_side]
 
 
+def _skip_texts_too_long_for(parser: Optional[Annotator], raw, data_args: DataArguments, side: int,
+                             split_files: dict) -> None:
+    """Drop the pairs whose source (`side` 0) or target (1) text is longer than `parser` accepts
+    (`max_text_bytes`, e.g. SudachiPy's 49,149 bytes), with a warning naming their file and lines;
+    without this the parser stops feature building with an error that names neither."""
+    limit = getattr(parser, "max_text_bytes", None)
+    if limit is None:
+        return
+    for split in [name for name in ("train", "validation", "test") if name in raw]:
+        dataset = raw[split]
+        texts = column_texts(dataset, text_columns(dataset, data_args)[side])
+        too_long = [i for i, text in enumerate(texts) if len(text.encode("utf-8")) > limit]
+        if not too_long:
+            continue
+        if "line" in dataset.column_names and split_files.get(split):
+            files = _data_files(split_files[split], data_args.source_lang, data_args.target_lang)
+            where = f"{files[side % len(files)]}: {_line_list([dataset['line'][i] for i in too_long])}"
+        else:
+            where = f"rows {', '.join(map(str, too_long[:10]))}" + (" ..." if len(too_long) > 10 else "")
+        logger.warning("skipped %d %s pair(s) whose %s is longer than the parser %s accepts (%d UTF-8 bytes): %s",
+                       len(too_long), split, ("source", "target")[side], getattr(parser, "model", parser.name), limit,
+                       where)
+        drop = set(too_long)
+        raw[split] = dataset.select([i for i in range(len(dataset)) if i not in drop])
+
+
 def cpu_has_native_bf16() -> bool:
     """Whether oneDNN has bf16 kernels for this CPU (AVX512 / AVX512-BF16 / AMX). Elsewhere (e.g. AVX2 only)
     bf16 autocast is emulated: training steps measured 21x slower than fp32 on an AVX2 AMD EPYC."""
@@ -679,6 +729,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
                        "training runs many times slower than fp32 (21x measured on AVX2); drop --bf16 to train in fp32",
                        torch.backends.cpu.get_cpu_capability())
     torch.manual_seed(training_args.seed)
+    split_files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
     raw = raw_datasets if raw_datasets is not None else load_raw_datasets(data_args)
     for split, limit in (("train", data_args.max_train_samples), ("validation", data_args.max_eval_samples),
                          ("test", data_args.max_predict_samples)):
@@ -733,6 +784,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     for role, parser in (("--parser", annotator), ("--target_parser", target_annotator)):
         if parser is not None and not isinstance(parser, PreParsedAnnotator):
             check_parser_installed(parser.to_dict(), role)
+    for side, parser in ((0, annotator), (1, target_annotator)):
+        _skip_texts_too_long_for(parser, raw, data_args, side, split_files)
     preparsed = (parser_name or "").lower() == "preparsed"
     if not isinstance(annotator, PreParsedAnnotator) and annotator is not None:
         # a local model directory means nothing on the machines the model is shared with
@@ -756,7 +809,6 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         config.decoder_start_token_id = tokenizer.pad_token_id
 
     # features
-    split_files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
     cache_dir = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE) / "hf_syntax_mt_features"
     processed = {}
     for split, dataset in raw.items():

@@ -16,7 +16,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, get_scheduler
 import hf_syntax_mt.training
 from hf_syntax_mt import SyntaxMTConfig
 from hf_syntax_mt.metrics import load_metric
-from hf_syntax_mt.syntax import PreParsedAnnotator
+from hf_syntax_mt.syntax import PreParsedAnnotator, SpacyAnnotator
 from hf_syntax_mt.training import (
     DataArguments,
     SyntaxMTTrainingArguments,
@@ -47,7 +47,8 @@ JAPANESE_PAIRS = [  # written for these tests
 def test_read_parallel_formats(tmp_path):
     (tmp_path / "a.en").write_text("one\ntwo\n")
     (tmp_path / "a.de").write_text("eins\nzwei\n")
-    assert read_parallel_file(tmp_path / "a", "en", "de") == {"source": ["one", "two"], "target": ["eins", "zwei"]}
+    assert read_parallel_file(tmp_path / "a", "en", "de") == {"source": ["one", "two"], "target": ["eins", "zwei"],
+                                                              "line": [1, 2]}
     (tmp_path / "b.tsv").write_text("one\teins\ntwo\tzwei\n")
     assert read_parallel_file(tmp_path / "b.tsv")["target"] == ["eins", "zwei"]
     (tmp_path / "c.jsonl").write_text('{"translation": {"en": "one", "de": "eins"}}\n{"en": "two", "de": "zwei"}\n')
@@ -67,6 +68,22 @@ def test_bad_data_files(tmp_path):
     (tmp_path / "c.jsonl").write_text('{"en": "one"}\n')
     with pytest.raises(ValueError, match="c.jsonl:1"):
         read_parallel_file(tmp_path / "c.jsonl", "en", "de")
+
+
+def test_empty_pairs_are_skipped_with_their_lines_named(tmp_path, caplog):
+    (tmp_path / "a.en").write_text("one\n\nthree\nfour\n")
+    (tmp_path / "a.de").write_text("eins\nzwei\n   \nvier\n")
+    with caplog.at_level(logging.WARNING, logger="hf_syntax_mt.training"):
+        pairs = read_parallel_file(tmp_path / "a", "en", "de")
+    assert pairs == {"source": ["one", "four"], "target": ["eins", "vier"], "line": [1, 4]}
+    assert f"{tmp_path / 'a'}.{{en,de}}: skipped 2 pair(s) with an empty source or target line: lines 2, 3" in caplog.text
+
+
+def test_training_text_that_is_not_utf8_names_file_and_line(tmp_path):
+    (tmp_path / "a.en").write_bytes(b"one\ntwo\ncaf\xe9\n")
+    (tmp_path / "a.de").write_text("eins\nzwei\ndrei\n")
+    with pytest.raises(ValueError, match=r"a\.en:3: not UTF-8 text \(invalid byte 0xe9\)"):
+        read_parallel_file(tmp_path / "a", "en", "de")
 
 
 def test_train_reports_missing_file(tmp_path):
@@ -360,6 +377,31 @@ def test_japanese_with_ginza_end_to_end(tmp_path):
     translate = pipeline("syntax-translation", model=str(tmp_path / "out"), max_new_tokens=6)
     outputs = translate(["妹は白い犬を見た。", "私は本を買った。"])
     assert len(outputs) == 2 and all(o["translation_text"] for o in outputs)
+
+
+def test_sources_longer_than_sudachi_accepts_are_skipped_with_their_lines_named(tmp_path, caplog):
+    """SudachiPy (GiNZA's tokenizer) refuses text over 49,149 bytes; such a training line is skipped and
+    named by file and line instead of stopping feature building with an error that names neither."""
+    sudachipy = pytest.importorskip("sudachipy")
+    pytest.importorskip("ja_ginza")
+    tokenizer = sudachipy.Dictionary().create()
+    tokenizer.tokenize("あ" * 16383)  # 49,149 bytes: accepted
+    with pytest.raises(Exception, match="too long"):
+        tokenizer.tokenize("あ" * 16384)
+    assert SpacyAnnotator("ja_ginza").max_text_bytes == 49149
+    pairs = JAPANESE_PAIRS[:4] + [("あ" * 16384, "A long line .")] + JAPANESE_PAIRS[4:]
+    (tmp_path / "train.ja").write_text("".join(ja + "\n" for ja, _ in pairs), encoding="utf-8")
+    (tmp_path / "train.en").write_text("".join(en + "\n" for _, en in pairs), encoding="utf-8")
+    model_args, data_args, training_args = tiny_args(
+        tmp_path / "out", "transformer_dep", parser="ja_ginza", data_dir=tmp_path, max_steps=1, eval_strategy="no",
+        save_strategy="no", load_best_model_at_end=False,
+    )
+    data_args.source_lang, data_args.target_lang, data_args.validation_file = "ja", "en", None
+    with caplog.at_level(logging.WARNING, logger="hf_syntax_mt.training"):
+        result = train(model_args, data_args, training_args)
+    assert len(result.datasets["train"]) == len(JAPANESE_PAIRS)
+    assert (f"skipped 1 train pair(s) whose source is longer than the parser ja_ginza accepts (49149 UTF-8 bytes): "
+            f"{tmp_path / 'train.ja'}: line 5") in caplog.text
 
 
 @pytest.mark.slow

@@ -165,6 +165,7 @@ class StanzaAnnotator(Annotator):
         return [annotation_from_stanza(doc, text) for doc, text in zip(docs, texts)]
 
 
+SUDACHI_MAX_INPUT_BYTES = 49149  # SudachiPy: "Input is too long, it can't be more than 49149 bytes"
 GINZA_PIPELINES = {"ja_ginza": 'pip install "hf_syntax_mt[ja]"', "ja_ginza_electra": "pip install ja-ginza-electra"}
 """The spaCy pipelines on PyPI that this package knows, with their install commands."""
 _OFFICIAL_SPACY_PIPELINE = re.compile(r"[a-z]{2}_(core|dep|ent|sent)_(web|news|wiki|ud)_(sm|md|lg|trf)")
@@ -210,6 +211,12 @@ class SpacyAnnotator(Annotator):
 
     def settings(self) -> dict:
         return {"model": self.model, "disable": list(self.disable), "batch_size": self.batch_size}
+
+    @property
+    def max_text_bytes(self) -> Optional[int]:
+        """The longest text (UTF-8 bytes) the pipeline's tokenizer accepts, where it has a limit: SudachiPy,
+        the tokenizer of Japanese spaCy pipelines (`ja_*`: GiNZA, ja_core_news_*), refuses longer input."""
+        return SUDACHI_MAX_INPUT_BYTES if self.model.startswith("ja_") else None
 
     def _fingerprint(self) -> tuple:
         settings = dict(self.settings(), disable=self.disable)
