@@ -724,6 +724,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     if training_args.predict_with_generate:
         check_bleu_tokenize(data_args.bleu_tokenize)  # a missing extra fails now, not at the first evaluation
     on_cpu = training_args.use_cpu or not torch.cuda.is_available()
+    if on_cpu:
+        training_args.dataloader_pin_memory = False  # pinned memory only helps copies to an accelerator
     if training_args.bf16 and on_cpu and not cpu_has_native_bf16():
         logger.warning("bf16 autocast on a CPU without native bf16 (torch reports %s): its matmuls are emulated and "
                        "training runs many times slower than fp32 (21x measured on AVX2); drop --bf16 to train in fp32",

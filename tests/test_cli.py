@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -133,16 +134,32 @@ def test_plot_writes_png(kind):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_plot_refuses_what_it_cannot_draw(capsys):
+    out, _ = trained_model("transformer_dbsa")  # no localized attention
+    data = synthetic_corpus()
+    sentence = (data / "dev.src").read_text().splitlines()[0]
+    parsed = ["--conllu", str(data / "dev.src.conllu"), "--trees", str(data / "dev.src.tree")]
+    with pytest.raises(SystemExit, match="--kind sla, but .* has no localized attention .*choose --kind relations"):
+        main(["plot", "--model", str(out), "--sentence", sentence, "--kind", "sla", *parsed])
+    for empty in ("", "  "):
+        with pytest.raises(SystemExit, match="--sentence is empty"):
+            main(["plot", "--model", str(out), "--sentence", empty, *parsed])
+
+
 def test_train_subcommand(tmp_path):
     data = synthetic_corpus()
-    main(["train", "--preset", "transformer_dep", "--parser", "preparsed", "--config_overrides", TINY_OVERRIDES,
-         "--train_file", str(data / "train"), "--validation_file", str(data / "dev"), "--vocab_size", "120",
-         "--split_punctuation", "true", "--max_target_length", "8", "--output_dir", str(tmp_path / "out"), "--max_steps", "2",
-         "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
-         "--per_device_train_batch_size", "16", "--disable_tqdm", "true",
-         "--cache_dir", str(tmp_path / "cache")])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main([
+            "train", "--preset", "transformer_dep", "--parser", "preparsed", "--config_overrides", TINY_OVERRIDES,
+            "--train_file", str(data / "train"), "--validation_file", str(data / "dev"), "--vocab_size", "120",
+            "--split_punctuation", "true", "--max_target_length", "8", "--output_dir", str(tmp_path / "out"),
+            "--max_steps", "2", "--eval_strategy", "no", "--save_strategy", "no", "--load_best_model_at_end", "false",
+            "--per_device_train_batch_size", "16", "--disable_tqdm", "true", "--cache_dir", str(tmp_path / "cache"),
+        ]) == 0
     metrics = json.loads((tmp_path / "out" / "all_results.json").read_text())
     assert "eval_bleu" in metrics and (tmp_path / "out" / "README.md").is_file()
+    assert not [w for w in caught if "pin_memory" in str(w.message)]  # no pinned memory on a CPU run
     pre_tokenizers = json.loads((tmp_path / "out" / "tokenizer.json").read_text())["pre_tokenizer"]["pretokenizers"]
     assert [p["type"] for p in pre_tokenizers] == ["WhitespaceSplit", "Metaspace", "Split"]  # --split_punctuation
 
