@@ -21,29 +21,21 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence
 
 from .syntax.annotation import DISTANCE_SOURCES
 
 
-def _read_input(path: Optional[str]) -> list[Union[str, bytes]]:
-    """The lines of FILE (or stdin): each a string, or its raw bytes where they are not UTF-8 (reported
-    with the line's number by whoever reads them, `decode_line`). A UTF-8 byte-order mark is dropped."""
+def _read_input(path: Optional[str]) -> list[bytes]:
+    """The lines of FILE (or stdin) as bytes, split at \\n, \\r\\n and \\r only (as editors number lines),
+    a UTF-8 byte-order mark dropped; `decode_line` (the pipeline's too) reports those that are not UTF-8."""
     if path is None or path == "-":
         data = sys.stdin.buffer.read()
     elif not Path(path).is_file():
         raise SystemExit(f"hf-syntax-mt: input file not found: {path}")
     else:
         data = Path(path).read_bytes()
-    lines = data.removeprefix(codecs.BOM_UTF8).splitlines()  # bytes split at \n, \r\n and \r only, as editors do
-    return [_decoded_or_raw(line) for line in lines]
-
-
-def _decoded_or_raw(line: bytes) -> Union[str, bytes]:
-    try:
-        return line.decode("utf-8")
-    except UnicodeDecodeError:
-        return line
+    return data.removeprefix(codecs.BOM_UTF8).splitlines()
 
 
 @contextlib.contextmanager

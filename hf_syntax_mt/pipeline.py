@@ -14,8 +14,9 @@ an empty (or whitespace-only) line, one that is not valid text (bytes that are n
 with lone surrogates), a line longer than the model allows (`config.max_position_embeddings` tokens),
 or a line the parser cannot handle (e.g. a text missing from a `PreParsedAnnotator`), gives
 `{"translation_text": "", "error": "..."}` and one logged warning with its line number (1-based, as
-editors number lines: the first input is line 1). A parser that is not installed raises `ImportError` naming the pip package
-when the pipeline is built; a model directory without a tokenizer raises `ValueError`.
+editors number lines: the first input is line 1). A parser that is not installed raises `ImportError`
+saying what to install when the pipeline is built; a model directory without a tokenizer raises
+`ValueError`.
 """
 
 from __future__ import annotations

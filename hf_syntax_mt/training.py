@@ -912,8 +912,9 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         if checkpoint:
             _check_checkpoint_config(checkpoint, model.config)
         steps_done = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)).global_step if checkpoint else 0
-        steps = trainer.set_initial_training_values(training_args, trainer.get_train_dataloader())[-1]
-        if steps_done >= steps and record.is_file():
+        finished = checkpoint and record.is_file() and steps_done >= trainer.set_initial_training_values(
+            training_args, trainer.get_train_dataloader())[-1]  # the run's number of steps
+        if finished:
             logger.warning("%s finished training at step %d in an earlier run: nothing to train; its model and %s are "
                            "kept (train longer with a larger --max_steps / --num_train_epochs, or start again with "
                            "--overwrite_output_dir)", output_dir, steps_done, record.name)

@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+from transformers.utils import logging as transformers_logging
 
 import hf_syntax_mt  # noqa: F401
 import hf_syntax_mt.pipeline  # noqa: F401  (registers "syntax-translation")
@@ -107,11 +108,16 @@ def test_max_new_tokens_without_the_max_length_warning(dev, caplog):
     sources, annotations = dev
     out, _ = trained_model(DEP)
     translate = pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator(annotations))
-    with caplog.at_level("WARNING"):
-        assert translate(sources, max_new_tokens=3) == translate(sources, max_length=4)
-        assert "max_new_tokens" not in caplog.text
-        translate(sources[:1], max_new_tokens=3, max_length=6)
-        assert "Both `max_new_tokens` (=3) and `max_length`(=6)" in caplog.text
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_warning()  # whatever an earlier test (e.g. the quiet demo) left
+    try:
+        with caplog.at_level("WARNING"):
+            assert translate(sources, max_new_tokens=3) == translate(sources, max_length=4)
+            assert "max_new_tokens" not in caplog.text
+            translate(sources[:1], max_new_tokens=3, max_length=6)
+            assert "Both `max_new_tokens` (=3) and `max_length`(=6)" in caplog.text
+    finally:
+        transformers_logging.set_verbosity(verbosity)
 
 
 def test_line_longer_than_the_model_allows_is_reported(dev):
