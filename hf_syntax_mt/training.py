@@ -64,6 +64,7 @@ from .data import DataCollatorForSyntaxSeq2Seq, add_syntax_features
 from .metrics import check_bleu_tokenize
 from .pipeline import check_parser_installed, model_location
 from .syntax import Annotator, PreParsedAnnotator, SpacyAnnotator, StanzaAnnotator, read_conllu
+from .syntax.annotators import spacy_install_hint
 from .tokenization import clear_call_state, train_joint_bpe_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -291,9 +292,9 @@ def read_parallel_file(path, source_lang: str = "src", target_lang: str = "tgt")
 
 
 def _line_list(numbers: list[int], shown: int = 10) -> str:
-    """'line 3, 17, 20' or 'lines 3, 17, ... (25 in all)'."""
-    text = ", ".join(map(str, numbers[:shown]))
-    return f"line{'s' if len(numbers) > 1 else ''} {text}" + (f", ... ({len(numbers)} in all)" if len(numbers) > shown else "")
+    """'line 3', 'lines 3, 17, 20', or the first `shown` of more: 'lines 3, 17, ..., 80, ... (25 in all)'."""
+    text = f"line{'s' if len(numbers) > 1 else ''} " + ", ".join(map(str, numbers[:shown]))
+    return text + (f", ... ({len(numbers)} in all)" if len(numbers) > shown else "")
 
 
 def _file_signature(path: Path) -> list:
@@ -515,7 +516,8 @@ NOT_LANGUAGE_CODES = ("src", "tgt")  # DataArguments' defaults: file suffixes, n
 
 
 def _syntax_settings(config: dict) -> str:
-    """The syntax switches that are on, as `key=value` (relation_combination only where two kinds of relation combine)."""
+    """The syntax switches that are on, as `key=value` (relation_combination only where two kinds of
+    relation combine)."""
     keys = ["relative_positions", "dependency_relations", "dbsa_encoder_layer", "dbsa_decoder_layer", "sla_layers"]
     if config.get("relative_positions") and config.get("dependency_relations"):
         keys.insert(2, "relation_combination")
@@ -526,8 +528,6 @@ def _syntax_settings(config: dict) -> str:
 
 def _inference_notes(config: dict) -> tuple[str, str]:
     """What translating with this model needs: with the package (its parser), and without it."""
-    from .syntax.annotators import spacy_install_hint
-
     needs_parse = config.get("dependency_relations") is not None or bool(config.get("sla_layers"))
     if not needs_parse:
         return ("It needs no parser at inference (its syntax, if any, is learnt in training).",
