@@ -7,8 +7,8 @@
     hf-syntax-mt demo
 
 Input is one sentence a line (stdin when FILE is omitted); `translate` writes one line per input
-line. An empty or unparsable line gives an empty output line and a message on stderr (with its
-1-based line number); the other lines are translated. Pre-parsed input: `--conllu FILE
+line. An empty, unparsable or not UTF-8 line gives an empty output line and one message on stderr
+(with its 1-based line number); the other lines are translated. Pre-parsed input: `--conllu FILE
 [--trees FILE]` (one CoNLL-U sentence / bracketed tree per input line).
 """
 
