@@ -7,15 +7,18 @@
     hf-syntax-mt demo
 
 Input is one sentence a line (stdin when FILE is omitted); `translate` writes one line per input
-line. An empty or unparsable line gives an empty output line and a message on stderr (with its
-1-based line number); the other lines are translated. Pre-parsed input: `--conllu FILE
+line. An empty, unparsable or not UTF-8 line gives an empty output line and one message on stderr
+(with its 1-based line number); the other lines are translated. Pre-parsed input: `--conllu FILE
 [--trees FILE]` (one CoNLL-U sentence / bracketed tree per input line).
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
+import contextlib
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -23,12 +26,28 @@ from typing import Optional, Sequence
 from .syntax.annotation import DISTANCE_SOURCES
 
 
-def _read_input(path: Optional[str]) -> list[str]:
+def _read_input(path: Optional[str]) -> list[bytes]:
+    """The lines of FILE (or stdin) as bytes, split at \\n, \\r\\n and \\r only (as editors number lines),
+    a UTF-8 byte-order mark dropped; `decode_line` (the pipeline's too) reports those that are not UTF-8."""
     if path is None or path == "-":
-        return sys.stdin.read().splitlines()
-    if not Path(path).is_file():
+        data = sys.stdin.buffer.read()
+    elif not Path(path).is_file():
         raise SystemExit(f"hf-syntax-mt: input file not found: {path}")
-    return Path(path).read_text(encoding="utf-8").splitlines()
+    else:
+        data = Path(path).read_bytes()
+    return data.removeprefix(codecs.BOM_UTF8).splitlines()
+
+
+@contextlib.contextmanager
+def _silenced(logger_name: str):
+    """Drop the warnings of a logger for the duration."""
+    logger = logging.getLogger(logger_name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _annotator(args):
@@ -57,21 +76,23 @@ def cmd_translate(args) -> int:
     import hf_syntax_mt  # noqa: F401  (registers the model classes)
     from transformers import pipeline
 
-    from . import pipeline as _registers_task  # noqa: F401
+    from .pipeline import model_location  # importing it registers the task
 
+    model = model_location(args.model)
     lines = _read_input(args.input)
     kwargs = {}
     annotator = _annotator(args)
     if annotator is not None:
         kwargs["annotator"] = annotator
-    translate = pipeline("syntax-translation", model=args.model, **kwargs)
+    translate = pipeline("syntax-translation", model=model, **kwargs)
     if translate.needs_parser and translate.annotator is None:
         raise SystemExit("hf-syntax-mt translate: this model needs parsed sources and records no parser (it was trained "
                          "on pre-parsed data): give --conllu FILE [--trees FILE] or --parser NAME")
     generate = {"num_beams": args.beams}
     if args.max_new_tokens:
         generate["max_new_tokens"] = args.max_new_tokens
-    outputs = translate(lines, batch_size=args.batch_size, **generate)
+    with _silenced("hf_syntax_mt.pipeline"):  # its warnings about bad lines: reported below, once
+        outputs = translate(lines, batch_size=args.batch_size, **generate)
     for number, out in enumerate(outputs, 1):
         if "error" in out:
             print(f"hf-syntax-mt translate: line {number}: {out['error']} (empty output line)", file=sys.stderr)
@@ -81,6 +102,8 @@ def cmd_translate(args) -> int:
 
 
 def cmd_annotate(args) -> int:
+    from .pipeline import decode_line, model_location
+
     lines = _read_input(args.input)
     annotator = _annotator(args)
     tokenizer = config = None
@@ -89,8 +112,9 @@ def cmd_annotate(args) -> int:
 
         import hf_syntax_mt  # noqa: F401
 
-        tokenizer = AutoTokenizer.from_pretrained(args.model)
-        config = AutoConfig.from_pretrained(args.model)
+        model = model_location(args.model)
+        tokenizer = AutoTokenizer.from_pretrained(model)
+        config = AutoConfig.from_pretrained(model)
         if annotator is None and config.parser:
             from .syntax import load_annotator
 
@@ -104,8 +128,14 @@ def cmd_annotate(args) -> int:
         processor = SyntaxFeatureProcessor(tokenizer, needs_source_heads=True, needs_source_distances=True,
                                            distance_source=args.distance_source,
                                            source_spacing=getattr(config, "source_spacing", "as_is"))
-    annotations = annotator.annotate(processor.prepare_sources(lines) if processor is not None else lines)
-    for number, (line, a) in enumerate(zip(lines, annotations), 1):
+    texts = []
+    for number, line in enumerate(lines, 1):
+        text, error = decode_line(line, number)
+        if error is not None:
+            print(f"hf-syntax-mt annotate: line {number}: {error} (annotated as an empty line)", file=sys.stderr)
+        texts.append(text)
+    annotations = annotator.annotate(processor.prepare_sources(texts) if processor is not None else texts)
+    for number, (line, a) in enumerate(zip(texts, annotations), 1):
         row = {"line": number, "text": line, "words": a.words, "heads": a.heads, "deprels": a.deprels,
                "sentence_ids": a.sentence_ids, "trees": a.trees}
         if a.words:
@@ -120,20 +150,29 @@ def cmd_annotate(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hf_syntax_mt  # noqa: F401
 
     from .plotting import plot_attention, plot_dependency_relations, plot_localized_mask, sentence_features
     from .syntax import load_annotator
 
-    tokenizer = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForSeq2SeqLM.from_pretrained(args.model) if args.kind == "attention" else None
-    config = model.config if model is not None else __import__("transformers").AutoConfig.from_pretrained(args.model)
+    from .pipeline import decode_line, model_location
+
+    sentence, error = decode_line(args.sentence, 1)
+    if error is not None or not sentence.strip():
+        raise SystemExit(f"hf-syntax-mt plot: --sentence is {error or 'empty'}: give the sentence to plot")
+    model_dir = model_location(args.model)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir) if args.kind == "attention" else None
+    config = model.config if model is not None else AutoConfig.from_pretrained(model_dir)
+    if args.kind == "sla" and not config.sla_layers:
+        raise SystemExit(f"hf-syntax-mt plot: --kind sla, but {model_dir} ({config.preset or 'this model'}) has no "
+                         "localized attention (sla_layers is empty): choose --kind relations or attention")
     annotator = _annotator(args) or load_annotator(config.parser)
     if annotator is None:
         raise SystemExit("hf-syntax-mt plot: the model records no parser; give --parser or --conllu/--trees")
-    features = sentence_features(args.sentence, tokenizer, annotator, distance_source=args.distance_source)
+    features = sentence_features(sentence, tokenizer, annotator, distance_source=args.distance_source)
     if args.kind == "relations":
         scheme = config.dependency_relations or "depth"
         path = plot_dependency_relations(features, args.out, scheme, config.max_dependency_distance)
@@ -148,8 +187,7 @@ def cmd_plot(args) -> int:
 def cmd_train(args, rest) -> int:
     from .training import main as train_main
 
-    train_main(rest)
-    return 0
+    return train_main(rest)
 
 
 def cmd_demo(args) -> int:
@@ -159,15 +197,21 @@ def cmd_demo(args) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-syntax-mt", description="Syntax-aware Transformer NMT")
     subs = parser.add_subparsers(dest="command", required=True)
 
     p = subs.add_parser("translate", help="translate sentences (one a line) from FILE or stdin")
     p.add_argument("--model", required=True, help="model directory or hub id")
-    p.add_argument("--beams", type=int, default=1, help="beam size (default 1 = greedy)")
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--max-new-tokens", type=int, default=None)
+    p.add_argument("--beams", type=_positive_int, default=1, help="beam size (default 1 = greedy)")
+    p.add_argument("--batch-size", type=_positive_int, default=16)
+    p.add_argument("--max-new-tokens", type=_positive_int, default=None)
     _add_parser_options(p)
     p.add_argument("input", nargs="?", help="input file (default: stdin)")
 
@@ -202,6 +246,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv and argv[0] == "train":
         return cmd_train(None, argv[1:])
     args = parser.parse_args(argv)
+    if args.command != "demo":
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # the weight-loading bar; the commands' own output is what counts
     commands = {"translate": cmd_translate, "annotate": cmd_annotate, "plot": cmd_plot, "demo": cmd_demo}
     try:
         return commands[args.command](args)

@@ -21,6 +21,14 @@ _LABELED = {"dependency_relations": "labeled", "relation_combination": "concat_l
 _DBSA_ENC = {"dbsa_encoder_layer": 4}
 _DBSA_DEC = {"dbsa_decoder_layer": 4}
 _SLA = {"sla_layers": [1]}
+_OPTIONAL_SETTING_TYPES = {  # settings whose default is None: the type of a value that is not None
+    "dependency_relations": str,
+    "dbsa_encoder_layer": int,
+    "dbsa_decoder_layer": int,
+    "sla_layers": list,
+    "parser": dict,
+    "bos_token_id": int,
+}
 
 PRESETS = {
     # Vaswani et al. 2017: absolute sinusoidal positions only.
@@ -305,11 +313,25 @@ class SyntaxMTConfig(PretrainedConfig):
                 close = difflib.get_close_matches(key, sorted(known), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise ValueError(f"unknown config setting {key!r}{hint}")
-        settings = {}
+        defaults = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()}
+        for key, value in overrides.items():
+            expected = _OPTIONAL_SETTING_TYPES.get(key) or type(defaults.get(key))
+            if expected is type(None):  # transformers' own settings: PretrainedConfig checks them
+                continue
+            if value is None and key in _OPTIONAL_SETTING_TYPES:
+                continue
+            accepted = (int, float) if expected is float else expected
+            if not isinstance(value, accepted) or isinstance(value, bool) and expected is not bool:
+                raise ValueError(f"config setting {key}={value!r} must be of type {expected.__name__}")
+        settings, set_by = {}, {}
         for part in name.split("+"):
             if part not in PRESETS:
                 raise ValueError(f"unknown preset {part!r}; available: {', '.join(PRESETS)}")
-            settings.update(PRESETS[part])
+            for key, value in PRESETS[part].items():
+                if key in settings and settings[key] != value:
+                    raise ValueError(f"presets {set_by[key]} and {part} conflict: {key}={settings[key]!r} in the "
+                                     f"first, {value!r} in the second; combine presets that set different switches")
+                settings[key], set_by[key] = value, part
         settings.update(overrides)
         for key, count_key in (("dbsa_encoder_layer", "encoder_layers"), ("dbsa_decoder_layer", "decoder_layers")):
             if key in settings and key not in overrides:

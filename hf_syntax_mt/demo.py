@@ -6,14 +6,17 @@
 2. trains each preset with the same small model, tokenizer and step budget through
    `hf_syntax_mt.training.train` (sources pre-parsed: `--parser preparsed` reads the gold
    `*.src.conllu` / `*.src.tree` files written next to the text);
-3. prints dev BLEU / chrF (greedy) per preset, and translates a few dev sentences with
+3. prints dev BLEU / chrF (greedy) per preset, translates the dev set with
    `pipeline("syntax-translation", model=dir)`, passing the pre-parsed annotations as users with
-   pre-parsed data would (`annotator=PreParsedAnnotator.from_conllu(...)`).
+   pre-parsed data would (`annotator=PreParsedAnnotator.from_conllu(...)`), and shows the first dev
+   sentences that the presets translate differently, with their reference.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import time
 from pathlib import Path
@@ -75,9 +78,9 @@ def run_demo(
         write_synthetic_corpus(data_dir, n_train=n_train, n_dev=n_dev, n_test=0, seed=seed)
         settings_file.write_text(json.dumps(corpus_settings))
     print(f"synthetic corpus: {n_train} train / {n_dev} dev pairs in {data_dir}  (e.g.)")
-    example_src = (data_dir / "dev.src").read_text(encoding="utf-8").splitlines()
-    example_tgt = (data_dir / "dev.tgt").read_text(encoding="utf-8").splitlines()
-    print(f"  source: {example_src[0]}\n  target: {example_tgt[0]}")
+    dev_src = (data_dir / "dev.src").read_text(encoding="utf-8").splitlines()
+    dev_tgt = (data_dir / "dev.tgt").read_text(encoding="utf-8").splitlines()
+    print(f"  source: {dev_src[0]}\n  target: {dev_tgt[0]}")
     overrides = ",".join(f"{k}={v}" for k, v in {**DEMO_MODEL, **(model or {})}.items())
     results = {}
     tokenizer = None
@@ -95,8 +98,9 @@ def run_demo(
             seed=seed, use_cpu=True, disable_tqdm=not verbose, dataloader_num_workers=0, overwrite_output_dir=True,
         )
         t0 = time.time()
-        result = train(model_args, data_args, training_args, tokenizer=tokenizer,
-                       command=f"hf-syntax-mt demo (preset {preset})")
+        with contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO()):  # the Trainer's log dicts
+            result = train(model_args, data_args, training_args, tokenizer=tokenizer,
+                           command=f"hf-syntax-mt demo (preset {preset})")
         tokenizer = result.trainer.processing_class  # one shared tokenizer for a fair comparison
         results[preset] = {
             "bleu": result.metrics.get("eval_bleu"),
@@ -109,12 +113,22 @@ def run_demo(
 
     trees = (data_dir / "dev.src.tree").read_text(encoding="utf-8").splitlines()
     annotator = PreParsedAnnotator.from_conllu(data_dir / "dev.src.conllu", trees=trees)
-    print("\nsample translations through pipeline('syntax-translation'):")
-    for k in range(samples):
-        print(f"  source:    {example_src[k]}\n  reference: {example_tgt[k]}")
+    translations = {}
+    for preset in presets:
+        translate = pipeline("syntax-translation", model=results[preset]["output_dir"], annotator=annotator)
+        translations[preset] = [out["translation_text"] for out in translate(dev_src, batch_size=100)]
+    differ = [k for k in range(len(dev_src)) if len({translations[p][k] for p in presets}) > 1]
+    shown = differ if len(presets) > 1 else list(range(len(dev_src)))
+    if len(presets) > 1:
+        print(f"\nthe presets translate {len(differ)} of {len(dev_src)} dev sentences differently; the first "
+              f"{min(samples, len(differ))} (greedy, through pipeline('syntax-translation'); = marks the reference):")
+    else:
+        print("\nsample translations through pipeline('syntax-translation') (= marks the reference):")
+    for k in shown[:samples]:
+        print(f"  source:    {dev_src[k]}\n  reference: {dev_tgt[k]}")
         for preset in presets:
-            translate = pipeline("syntax-translation", model=results[preset]["output_dir"], annotator=annotator)
-            print(f"  {preset:<28} {translate(example_src[k])[0]['translation_text']}")
+            mark = "=" if translations[preset][k] == dev_tgt[k] else " "
+            print(f"  {preset:<28}{mark} {translations[preset][k]}")
     (out_dir / "demo_results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
     print(f"\ntotal {time.time() - start:.0f} s on {torch.get_num_threads()} threads; results in {out_dir}/demo_results.json")
     return results

@@ -9,50 +9,86 @@ name. Steps per batch: parse the sources with the parser recorded in `config.par
 models need none) — or with an `annotator` / pre-parsed `annotations` passed in, build the features
 with `SyntaxFeatureProcessor` (the same path as training), `generate`, decode.
 
-Bad lines are reported and skipped, never fatal for the batch: an empty (or whitespace-only)
-line, a line longer than the model allows (`config.max_position_embeddings` tokens), or a line the parser cannot handle (e.g. a text missing from a `PreParsedAnnotator`), gives
-`{"translation_text": "", "error": "..."}` and a logged warning with its line number (0-based index
-in the call's input). A parser that is not installed raises `ImportError` naming the pip package
-when the pipeline is built; a model directory without a tokenizer raises `ValueError`.
+Inputs are strings or UTF-8 `bytes`. Bad lines are reported and skipped, never fatal for the batch:
+an empty (or whitespace-only) line, one that is not valid text (bytes that are not UTF-8, a string
+with lone surrogates), a line longer than the model allows (`config.max_position_embeddings` tokens),
+or a line the parser cannot handle (e.g. a text missing from a `PreParsedAnnotator`), gives
+`{"translation_text": "", "error": "..."}` and one logged warning with its line number (1-based, as
+editors number lines: the first input is line 1). A parser that is not installed raises `ImportError`
+saying what to install when the pipeline is built; a model directory without a tokenizer raises
+`ValueError`.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import logging
+import re
+from pathlib import Path
 from typing import Optional, Sequence, Union
 
+from huggingface_hub import constants as hub_constants
 from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .data import SyntaxFeatureProcessor
 from .syntax import Annotation, Annotator, load_annotator, unsegmented_lines
+from .syntax.annotators import missing_spacy_pipeline_message, spacy_install_hint
 
 logger = logging.getLogger(__name__)
 
 TASK = "syntax-translation"
 
 
-def check_parser_installed(spec: Optional[dict]) -> None:
-    """Raise `ImportError` naming the pip package when the parser recorded in a config
-    (`annotator.to_dict()`) cannot be loaded here; does not load the parser's model."""
+def check_parser_installed(spec: Optional[dict], role: str = "this model's parser") -> None:
+    """Raise `ImportError` saying what to install when the parser `spec` (`annotator.to_dict()`, e.g.
+    a config's `parser`) cannot be loaded here; does not load the parser's model. `role` starts the message."""
     if not spec:
         return
     kind = spec.get("type")
     if kind in ("spacy", "spacy_despaced", "spacy_pretokenized"):
+        model = spec.get("model", "")
         if importlib.util.find_spec("spacy") is None:
-            raise ImportError("this model's parser needs spaCy: pip install spacy")
+            raise ImportError(f"{role} needs spaCy: {spacy_install_hint(model)}")
         import spacy.util
 
-        model = spec.get("model", "")
         if not (spacy.util.is_package(model) or importlib.util.find_spec(model) is not None):
-            raise ImportError(
-                f"this model's parser is the spaCy pipeline {model!r}, which is not installed: "
-                f"pip install {model.replace('_', '-')} (or python -m spacy download {model})"
-            )
+            raise ImportError(f"{role}: {missing_spacy_pipeline_message(model)}")
     elif kind == "stanza":
         if importlib.util.find_spec("stanza") is None:
-            raise ImportError("this model's parser needs stanza: pip install stanza")
+            raise ImportError(f"{role} needs stanza: pip install stanza")
+
+
+def model_location(name: str, what: str = "model") -> str:
+    """`name` when it is a directory; a name that could be a Hub repo id (`repo` or `owner/repo`) when
+    online, after logging that no such directory exists; else `FileNotFoundError("no model directory
+    ...")`, before transformers' Hub lookup (which says "Repo id must be in the form..." or retries)."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return str(path)
+    could_be_hub_id = re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) and not name.startswith(".")
+    if path.exists() or not could_be_hub_id or hub_constants.HF_HUB_OFFLINE:
+        raise FileNotFoundError(f"no {what} directory {name}")
+    logger.warning("no %s directory %s; trying it as a Hugging Face Hub repo id", what, name)
+    return name
+
+
+def decode_line(line: Union[str, bytes], number: int) -> tuple[str, Optional[str]]:
+    """`(text, None)` for a line that is valid Unicode text, `("", why)` for one that is not: bytes that are
+    not UTF-8, or a string with lone surrogates (as `errors="surrogateescape"` decoding leaves). `number`
+    (1-based) names the line in the `ValueError` for an input that is neither `str` nor `bytes`."""
+    if isinstance(line, bytes):
+        try:
+            return line.decode("utf-8"), None
+        except UnicodeDecodeError as err:
+            return "", f"not UTF-8 text (invalid byte {line[err.start]:#04x} at byte {err.start + 1} of the line)"
+    if not isinstance(line, str):
+        raise ValueError(f"input line {number} is {type(line).__name__}, expected a string")
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return "", f"not valid Unicode text (lone surrogate {line[err.start]!r} at character {err.start + 1})"
+    return line, None
 
 
 class SyntaxTranslationPipeline(Pipeline):
@@ -97,16 +133,21 @@ class SyntaxTranslationPipeline(Pipeline):
     def _sanitize_parameters(self, annotator=None, **generate_kwargs):
         if annotator is not None:
             raise ValueError("pass `annotator` when building the pipeline: pipeline(..., annotator=...)")
+        num_beams = generate_kwargs.get("num_beams")
+        if num_beams is not None and (isinstance(num_beams, bool) or not isinstance(num_beams, int) or num_beams < 1):
+            raise ValueError(f"num_beams={num_beams!r}: the beam size must be an integer >= 1 (1 = greedy)")
         return {}, generate_kwargs, {}
 
     # One "input" of the base class is a batch: {"texts", "annotations", "offset"}.
     def preprocess(self, batch):
-        texts, annotations, offset = batch["texts"], batch["annotations"], batch["offset"]
-        errors = {}
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise ValueError(f"input {offset + i} is {type(text).__name__}, expected a string")
-            if not text.strip():
+        annotations, offset = batch["annotations"], batch["offset"]
+        texts, errors = [], {}
+        for i, line in enumerate(batch["texts"]):
+            text, error = decode_line(line, offset + i + 1)
+            texts.append(text)
+            if error is not None:
+                errors[i] = error
+            elif not text.strip():
                 errors[i] = "empty input line"
         texts = self.processor.prepare_sources(texts)
         if self.processor.source_spacing == "segmented":
@@ -137,7 +178,7 @@ class SyntaxTranslationPipeline(Pipeline):
         if keep:
             model_inputs = dict(self.processor([texts[i] for i in keep], annotations=parsed, return_tensors="pt"))
         for i, message in sorted(errors.items()):
-            logger.warning("line %d: %s; its translation is left empty", offset + i, message)
+            logger.warning("line %d: %s; its translation is left empty", offset + i + 1, message)
         return {"model_inputs": model_inputs, "keep": keep, "size": len(texts), "errors": errors}
 
     def _parse(self, texts, positions, errors):
@@ -159,6 +200,11 @@ class SyntaxTranslationPipeline(Pipeline):
         generated = None
         if batch["model_inputs"]:
             inputs = {k: v for k, v in batch["model_inputs"].items() if k != "labels"}
+            if generate_kwargs.get("max_new_tokens") is not None and "max_length" not in generate_kwargs:
+                # the same limit: the decoder starts from one token; without generate's warning that the
+                # model's generation config sets max_length too
+                generate_kwargs = dict(generate_kwargs)
+                generate_kwargs["max_length"] = generate_kwargs.pop("max_new_tokens") + 1
             generated = self.model.generate(**inputs, **self._prepare_generate_kwargs(generate_kwargs))
         return {**batch, "generated": generated}
 
@@ -173,10 +219,10 @@ class SyntaxTranslationPipeline(Pipeline):
             out[i]["error"] = message
         return out
 
-    def __call__(self, inputs: Union[str, Sequence[str]], *, batch_size: Optional[int] = None,
+    def __call__(self, inputs: Union[str, bytes, Sequence[Union[str, bytes]]], *, batch_size: Optional[int] = None,
                  annotations: Optional[Sequence[Annotation]] = None, **kwargs) -> list[dict]:
         """Translate one sentence or a list; returns one `{"translation_text": ...}` per sentence."""
-        texts = [inputs] if isinstance(inputs, str) else list(inputs)
+        texts = [inputs] if isinstance(inputs, (str, bytes)) else list(inputs)
         if annotations is not None and len(annotations) != len(texts):
             raise ValueError(f"{len(texts)} sentences but {len(annotations)} annotations")
         batch_size = batch_size or self._batch_size or 8
@@ -204,4 +250,5 @@ def register_pipeline() -> None:
 
 register_pipeline()
 
-__all__ = ["SyntaxTranslationPipeline", "check_parser_installed", "register_pipeline", "TASK"]
+__all__ = ["SyntaxTranslationPipeline", "check_parser_installed", "decode_line", "model_location", "register_pipeline",
+           "TASK"]

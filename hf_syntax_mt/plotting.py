@@ -11,12 +11,18 @@ as training and the pipeline.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import logging
+import unicodedata
 from pathlib import Path
 from typing import Optional, Sequence
 
 import torch
 
 from .data import SyntaxFeatureProcessor
+
+logger = logging.getLogger(__name__)
 
 
 def sentence_features(text: str, tokenizer, annotator=None, annotation=None, *, heads: bool = True,
@@ -29,12 +35,53 @@ def sentence_features(text: str, tokenizer, annotator=None, annotation=None, *, 
     return batch
 
 
-def _heatmap(matrix, tokens: Sequence[str], title: str, path, *, cmap="viridis", labels=None, value_format=None):
-    import matplotlib
+CJK_FONT_FAMILIES = (
+    "Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Sans CJK TC", "Noto Sans CJK KR", "Source Han Sans JP",
+    "Source Han Sans", "IPAexGothic", "IPAGothic", "Hiragino Sans", "Yu Gothic", "MS Gothic", "WenQuanYi Zen Hei",
+    "Droid Sans Fallback",
+)
+"""Fonts with CJK glyphs, in order of preference; the first one installed draws the characters that
+matplotlib's default font lacks (its DejaVu Sans has no CJK glyphs)."""
+NOTO_CJK_PACKAGE = "notojp_matplotlib"  # ships Noto Sans CJK JP (the [plot] extra installs it)
 
+
+@functools.lru_cache(maxsize=None)
+def cjk_font_family() -> Optional[str]:
+    """The first of `CJK_FONT_FAMILIES` that matplotlib can use, after registering the Noto Sans CJK JP
+    file of the `notojp-matplotlib` package if it is installed (without importing that package, which
+    would change matplotlib's default font for the whole process); None when there is none."""
+    from matplotlib import font_manager
+
+    spec = importlib.util.find_spec(NOTO_CJK_PACKAGE)
+    if spec is not None and spec.origin:
+        shipped = Path(spec.origin).with_name("fonts") / "NotoSansCJKjp-Regular.otf"
+        if shipped.is_file():
+            font_manager.fontManager.addfont(str(shipped))
+    installed = {font.name for font in font_manager.fontManager.ttflist}
+    return next((family for family in CJK_FONT_FAMILIES if family in installed), None)
+
+
+def _heatmap(matrix, tokens: Sequence[str], title: str, path, *, cmap="viridis", labels=None, value_format=None):
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError('plots need matplotlib: pip install "hf_syntax_mt[plot]"') from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    family = list(matplotlib.rcParams["font.family"])
+    if any(unicodedata.east_asian_width(c) in "WF" for token in tokens for c in token):
+        cjk = cjk_font_family()
+        if cjk is None:
+            logger.warning('no installed font has CJK glyphs, so the labels show boxes: pip install "hf_syntax_mt[plot]" '
+                           "(or install a CJK font, e.g. Debian's fonts-noto-cjk)")
+        else:
+            family.append(cjk)  # drawn glyph by glyph where the default font has none
+    with matplotlib.rc_context({"font.family": family}):
+        return _draw_heatmap(plt, matrix, tokens, title, path, cmap=cmap, labels=labels, value_format=value_format)
+
+
+def _draw_heatmap(plt, matrix, tokens, title, path, *, cmap, labels, value_format):
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
     n = len(tokens)

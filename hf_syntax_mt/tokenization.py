@@ -105,3 +105,20 @@ def train_joint_bpe_tokenizer(
         clean_up_tokenization_spaces=False,
         model_input_names=["input_ids", "attention_mask"],
     )
+
+
+CALL_STATE_KEYS = ("is_local", "local_files_only", "max_length", "stride", "truncation_strategy", "pad_to_multiple_of",
+                   "pad_token_type_id")
+"""What transformers adds to a loaded tokenizer's `init_kwargs` from where it was loaded and from the
+truncation / padding of its last call; saved, it lands in tokenizer_config.json."""
+
+
+def clear_call_state(tokenizer) -> None:
+    """Make `tokenizer.save_pretrained` write the tokenizer itself: no truncation or padding of its last
+    call in tokenizer.json, no loading leftovers (`is_local`, `max_length`, ...) in tokenizer_config.json."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        backend.no_truncation()
+        backend.no_padding()
+    for key in CALL_STATE_KEYS:
+        tokenizer.init_kwargs.pop(key, None)

@@ -20,7 +20,7 @@ for `HfArgumentParser`: `ModelArguments` (preset, config overrides, tokenizer, p
    the logging window), evaluates in dataset order with `predict_with_generate` (BLEU + chrF from
    `hf_syntax_mt.metrics`), keeps the best checkpoint by BLEU, resumes from checkpoints;
 5. output dir: model + generation config, tokenizer, code files for remote loading, training
-   arguments, `all_results.json`, and a model card (`README.md`, from `model_cards/TEMPLATE.md`).
+   arguments, `all_results.json`, and a model card (`README.md`, from `templates/model_card.md`).
 
 Model: `--preset` with `--config_overrides` builds a new one; `--model_name_or_path` continues a saved
 SyntaxMT model, or converts a MarianMT checkpoint (local or on the Hub) to `--preset`
@@ -55,6 +55,8 @@ from transformers import (
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
 )
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_callback import TrainerState
 from transformers.trainer_utils import (
     PREFIX_CHECKPOINT_DIR,
     IntervalStrategy,
@@ -66,7 +68,9 @@ from transformers.trainer_utils import (
 from .configuration_syntax_mt import SyntaxMTConfig
 from .convert_marian import is_marian_checkpoint
 from .data import DataCollatorForSyntaxSeq2Seq, add_syntax_features
+from .metrics import check_bleu_tokenize
 from .modeling_syntax_mt import SyntaxMTForConditionalGeneration
+from .pipeline import check_parser_installed, model_location
 from .syntax import (
     SOURCE_SPACINGS,
     Annotator,
@@ -77,12 +81,14 @@ from .syntax import (
     detect_source_spacing,
     read_conllu,
 )
+from .syntax.annotators import spacy_install_hint
+from .tokenization import clear_call_state, train_joint_bpe_tokenizer
 
 logger = logging.getLogger(__name__)
 
 COMPONENT_LOSSES = ("token_loss", "encoder_parse_loss", "decoder_parse_loss")
 RECIPE_LABEL_SMOOTHING = 0.1  # the seeds' ε; the model's own default is plain cross-entropy (SPEC §1)
-MODEL_CARD_TEMPLATE = Path(__file__).resolve().parents[1] / "model_cards" / "TEMPLATE.md"
+MODEL_CARD_TEMPLATE = Path(__file__).resolve().with_name("templates") / "model_card.md"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -250,30 +256,38 @@ def parse_config_overrides(text: Optional[str]) -> dict:
 def _read_lines(path: Path) -> list[str]:
     if not path.is_file():
         raise FileNotFoundError(f"data file not found: {path}")
-    return path.read_text(encoding="utf-8").splitlines()
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise ValueError(f"{path}:{line}: not UTF-8 text (invalid byte {data[err.start]:#04x})") from None
+    return text.splitlines()
 
 
-def read_parallel_file(path, source_lang: str = "src", target_lang: str = "tgt") -> dict[str, list[str]]:
-    """Read local sentence pairs into `{"source": [...], "target": [...]}`.
+def read_parallel_file(path, source_lang: str = "src", target_lang: str = "tgt") -> dict[str, list]:
+    """Read local sentence pairs into `{"source": [...], "target": [...], "line": [...]}` (`line`: the
+    1-based line number of each pair in its file, for messages).
 
     `path` is a `.tsv` (source TAB target), a `.json`/`.jsonl` (JSON lines with a `translation`
     dict or flat `source_lang`/`target_lang` keys) or a prefix P of the plain-text pair
-    P.<source_lang>, P.<target_lang>. Missing files, rows of the wrong shape and source/target
-    files with different line counts raise errors naming the file and line.
+    P.<source_lang>, P.<target_lang>. Missing files, text that is not UTF-8, rows of the wrong shape
+    and source/target files with different line counts raise errors naming the file and line. Pairs
+    with an empty (or whitespace-only) source or target are skipped with a warning that counts them and
+    names their lines (blank lines of a JSON-lines file are no pairs and are passed over silently).
     """
     path = Path(path)
     suffix = path.suffix.lower()
+    source, target, numbers = [], [], []
     if suffix == ".tsv":
-        source, target = [], []
         for i, line in enumerate(_read_lines(path), 1):
             parts = line.split("\t")
             if len(parts) != 2:
                 raise ValueError(f"{path}:{i}: expected 'source<TAB>target', found {len(parts)} field(s)")
             source.append(parts[0])
             target.append(parts[1])
-        return {"source": source, "target": target}
-    if suffix in (".json", ".jsonl"):
-        source, target = [], []
+            numbers.append(i)
+    elif suffix in (".json", ".jsonl"):
         for i, line in enumerate(_read_lines(path), 1):
             if not line.strip():
                 continue
@@ -286,14 +300,30 @@ def read_parallel_file(path, source_lang: str = "src", target_lang: str = "tgt")
                 raise ValueError(f"{path}:{i}: expected keys {source_lang!r} and {target_lang!r} (or a 'translation' dict)")
             source.append(pair[source_lang])
             target.append(pair[target_lang])
-        return {"source": source, "target": target}
-    src_path, tgt_path = Path(f"{path}.{source_lang}"), Path(f"{path}.{target_lang}")
-    source, target = _read_lines(src_path), _read_lines(tgt_path)
-    if len(source) != len(target):
-        raise ValueError(
-            f"{src_path} has {len(source)} lines but {tgt_path} has {len(target)}: source and target must be line-aligned"
-        )
-    return {"source": source, "target": target}
+            numbers.append(i)
+    else:
+        src_path, tgt_path = Path(f"{path}.{source_lang}"), Path(f"{path}.{target_lang}")
+        source, target = _read_lines(src_path), _read_lines(tgt_path)
+        if len(source) != len(target):
+            raise ValueError(
+                f"{src_path} has {len(source)} lines but {tgt_path} has {len(target)}: source and target must be "
+                "line-aligned"
+            )
+        numbers = list(range(1, len(source) + 1))
+        path = Path(f"{path}.{{{source_lang},{target_lang}}}")
+    empty = [k for k, (s, t) in enumerate(zip(source, target)) if not (s.strip() and t.strip())]
+    if empty:
+        logger.warning("%s: skipped %d pair(s) with an empty source or target line: %s", path, len(empty),
+                       _line_list([numbers[k] for k in empty]))
+        keep = sorted(set(range(len(source))) - set(empty))
+        source, target, numbers = [source[k] for k in keep], [target[k] for k in keep], [numbers[k] for k in keep]
+    return {"source": source, "target": target, "line": numbers}
+
+
+def _line_list(numbers: list[int], shown: int = 10) -> str:
+    """'line 3', 'lines 3, 17, 20', or the first `shown` of more: 'lines 3, 17, ..., 80, ... (25 in all)'."""
+    text = f"line{'s' if len(numbers) > 1 else ''} " + ", ".join(map(str, numbers[:shown]))
+    return text + (f", ... ({len(numbers)} in all)" if len(numbers) > shown else "")
 
 
 def _file_signature(path: Path) -> list:
@@ -328,7 +358,7 @@ def load_raw_datasets(data_args: DataArguments):
             continue
         columns = read_parallel_file(path, data_args.source_lang, data_args.target_lang)
         signature = [_file_signature(p) for p in _data_files(path, data_args.source_lang, data_args.target_lang)]
-        fingerprint = datasets.fingerprint.Hasher.hash([split, signature])
+        fingerprint = datasets.fingerprint.Hasher.hash([split, signature, len(columns["line"])])
         out[split] = datasets.Dataset(datasets.table.InMemoryTable.from_pydict(columns), fingerprint=fingerprint)
     return datasets.DatasetDict(out)
 
@@ -454,9 +484,15 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
             labels = self._pad_tensors_to_max_len(labels, width)
         return loss, generated, labels
 
+    def save_model(self, output_dir: Optional[str] = None, _internal_call: bool = False) -> None:
+        if self.processing_class is not None:
+            clear_call_state(self.processing_class)  # the tokenizer saved beside the weights, without call state
+        super().save_model(output_dir, _internal_call)
+
     def create_model_card(self, **kwargs) -> None:
         if self.is_world_process_zero():
-            write_model_card(self.args.output_dir, **self.model_card_info)
+            model_id = getattr(self, "hub_model_id", None) or self.args.output_dir
+            write_model_card(self.args.output_dir, **{**self.model_card_info, "model_id": model_id})
 
 
 def bleu_metric_fn(tokenizer, bleu_tokenize: str = "13a"):
@@ -503,31 +539,75 @@ def _format_scores(scores: dict) -> str:
     return "\n".join(rows)
 
 
+EXAMPLE_SENTENCES = {"ja": "私は赤い車を買った。", "en": "I bought a red car.", "de": "Ich habe ein rotes Auto gekauft."}
+"""The model card's example input for these source languages (else a source sentence of the data)."""
+NOT_LANGUAGE_CODES = ("src", "tgt")  # DataArguments' defaults: file suffixes, not languages
+
+
+def _syntax_settings(config: dict) -> str:
+    """The syntax switches that are on, as `key=value` (relation_combination only where two kinds of
+    relation combine)."""
+    keys = ["relative_positions", "dependency_relations", "dbsa_encoder_layer", "dbsa_decoder_layer", "sla_layers"]
+    if config.get("relative_positions") and config.get("dependency_relations"):
+        keys.insert(2, "relation_combination")
+    if config.get("sla_layers"):
+        keys += ["sla_tau", "distance_source"]
+    return ", ".join(f"{k}={config[k]}" for k in keys if config.get(k) not in (None, False))
+
+
+def _inference_notes(config: dict) -> tuple[str, str]:
+    """What translating with this model needs: with the package (its parser), and without it."""
+    needs_parse = config.get("dependency_relations") is not None or bool(config.get("sla_layers"))
+    if not needs_parse:
+        return ("It needs no parser at inference (its syntax, if any, is learnt in training).",
+                "As the model needs no syntax at inference, `model.generate(**tokenizer(sentences, return_tensors=\"pt\", "
+                "padding=True), num_beams=4)` translates.")
+    parser = config.get("parser") or {}
+    if parser.get("type") == "spacy":
+        with_package = (f"The pipeline parses each sentence with the spaCy pipeline `{parser.get('model')}` recorded in "
+                        f"the config: `{spacy_install_hint(parser.get('model'))}`.")
+    elif parser.get("type") == "stanza":
+        with_package = (f"The pipeline parses each sentence with stanza (`{parser.get('lang')}`, recorded in the config), "
+                        "which downloads its models on first use.")
+    else:
+        with_package = ("It was trained on pre-parsed sources, so the pipeline needs the parses: "
+                        "`pipeline(..., annotator=hf_syntax_mt.PreParsedAnnotator.from_conllu(path))`, or "
+                        "`annotations=[...]` per call.")
+    features = "`source_heads` (batch, n): for every source subword the position of its head word's first subword " \
+               "in the same row, the root pointing to itself, -100 outside the tree"
+    if config.get("sla_layers"):
+        features += "; `source_distances` (batch, n): the syntactic distance of the gap after each subword"
+    return with_package, f"Its inputs include the syntax of each source sentence, to be built by hand and passed to " \
+                         f"`generate` beside `input_ids`: {features}."
+
+
 def write_model_card(output_dir, *, preset: str = "", config: Optional[dict] = None, data: str = "",
                      parser: str = "", scores: Optional[dict] = None, command: str = "",
-                     languages: tuple = ("", ""), extra: str = "") -> Path:
-    """Render `model_cards/TEMPLATE.md` into `output_dir/README.md` (Hub model card)."""
-    if MODEL_CARD_TEMPLATE.is_file():
-        template = MODEL_CARD_TEMPLATE.read_text(encoding="utf-8")
-    else:  # installed without the repository's model_cards/
-        template = "# {{preset}} ({{source_lang}} → {{target_lang}})\n\n{{sizes}}; syntax: {{syntax}}\n\n" \
-                   "Data: {{data}}\n\nParser: {{parser}}\n\n{{scores}}\n\n```\n{{command}}\n```\n{{extra}}\n"
+                     languages: tuple = ("", ""), model_id: Optional[str] = None, example: str = "",
+                     extra: str = "") -> Path:
+    """Render the package's model card template (`templates/model_card.md`) into `output_dir/README.md`,
+    the Hub model card. `model_id` names the model in the usage snippet (default: `output_dir`);
+    `example` is its input when the source language has none of `EXAMPLE_SENTENCES`."""
+    template = MODEL_CARD_TEMPLATE.read_text(encoding="utf-8")
     config = config or {}
     sizes = {k: config.get(k) for k in ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
                                          "encoder_ffn_dim", "vocab_size")}
+    codes = [code for code in languages if code and code not in NOT_LANGUAGE_CODES]
+    with_package, without_package = _inference_notes(config)
     values = {
         "preset": preset or "custom",
+        "language_tags": "language:\n" + "".join(f"- {code}\n" for code in codes) if codes else "",
         "source_lang": languages[0] or "",
         "target_lang": languages[1] or "",
         "data": data or "(not recorded)",
         "parser": parser or "none",
         "sizes": ", ".join(f"{k}={v}" for k, v in sizes.items() if v is not None),
-        "syntax": ", ".join(
-            f"{k}={config[k]}" for k in ("relative_positions", "dependency_relations", "relation_combination",
-                                         "dbsa_encoder_layer", "dbsa_decoder_layer", "sla_layers")
-            if config.get(k) not in (None, False)
-        ) or "none (absolute positions only)",
+        "syntax": _syntax_settings(config) or "none (absolute positions only)",
         "scores": _format_scores(scores or {}),
+        "model_id": model_id or str(output_dir),
+        "example": json.dumps(EXAMPLE_SENTENCES.get(languages[0], example or "..."), ensure_ascii=False),
+        "inference_note": with_package,
+        "without_package": without_package,
         "command": command or "(not recorded)",
         "extra": extra,
     }
@@ -556,6 +636,21 @@ class TrainingResult:
     datasets: dict
 
 
+def _logged_evaluation(trainer) -> Optional[dict]:
+    """The dev metrics that training logged for the model the trainer holds now (the best checkpoint's
+    evaluation after load-best, else one at the last step), so that the dev set is not decoded again;
+    None when training logged none for it."""
+    state = trainer.state
+    if trainer.args.load_best_model_at_end and state.best_model_checkpoint:
+        step = TrainerState.load_from_json(str(Path(state.best_model_checkpoint) / TRAINER_STATE_NAME)).global_step
+    else:
+        step = state.global_step
+    for entry in reversed(state.log_history):
+        if entry.get("step") == step and any(key.startswith("eval_") for key in entry):
+            return {key: value for key, value in entry.items() if key != "step"}
+    return None
+
+
 def _check_checkpoint_config(checkpoint: str, config) -> None:
     """Refuse to resume a checkpoint of a different model (another preset, size or vocabulary)."""
     path = Path(checkpoint) / "config.json"
@@ -580,12 +675,12 @@ def _load_tokenizer(model_args: ModelArguments, training_args, train_texts, spli
     the one saved in output_dir by the run being resumed, else a new joint BPE (cut at CJK script
     changes when the source is despaced CJK text)."""
     from .convert_marian import convert_marian_tokenizer
-    from .tokenization import train_joint_bpe_tokenizer
 
     if marian and not model_args.tokenizer_name:
         return convert_marian_tokenizer(model_args.model_name_or_path)
     name = model_args.tokenizer_name or model_args.model_name_or_path
     if name:
+        name = model_location(name, "tokenizer" if model_args.tokenizer_name else "model")
         try:
             return AutoTokenizer.from_pretrained(name)
         except (OSError, ValueError) as err:
@@ -641,6 +736,32 @@ def _source_spacing(data_args: DataArguments, raw, config, *, continuing: bool) 
     return spacing
 
 
+def _skip_texts_too_long_for(parser: Optional[Annotator], raw, data_args: DataArguments, side: int,
+                             split_files: dict) -> None:
+    """Drop the pairs whose source (`side` 0) or target (1) text is longer than `parser` accepts
+    (`max_text_bytes`, e.g. SudachiPy's 49,149 bytes), with a warning naming their file and lines;
+    without this the parser stops feature building with an error that names neither."""
+    limit = getattr(parser, "max_text_bytes", None)
+    if limit is None:
+        return
+    for split in [name for name in ("train", "validation", "test") if name in raw]:
+        dataset = raw[split]
+        texts = column_texts(dataset, text_columns(dataset, data_args)[side])
+        too_long = [i for i, text in enumerate(texts) if len(text.encode("utf-8")) > limit]
+        if not too_long:
+            continue
+        if "line" in dataset.column_names and split_files.get(split):
+            files = _data_files(split_files[split], data_args.source_lang, data_args.target_lang)
+            where = f"{files[side % len(files)]}: {_line_list([dataset['line'][i] for i in too_long])}"
+        else:
+            where = f"rows {', '.join(map(str, too_long[:10]))}" + (" ..." if len(too_long) > 10 else "")
+        logger.warning("skipped %d %s pair(s) whose %s is longer than the parser %s accepts (%d UTF-8 bytes): %s",
+                       len(too_long), split, ("source", "target")[side], getattr(parser, "model", parser.name), limit,
+                       where)
+        drop = set(too_long)
+        raw[split] = dataset.select([i for i in range(len(dataset)) if i not in drop])
+
+
 def cpu_has_native_bf16() -> bool:
     """Whether oneDNN has bf16 kernels for this CPU (AVX512 / AVX512-BF16 / AMX). Elsewhere (e.g. AVX2 only)
     bf16 autocast is emulated: training steps measured 21x slower than fp32 on an AVX2 AMD EPYC."""
@@ -659,12 +780,20 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     import datasets
 
     start = time.time()
+    if training_args.generation_num_beams is not None and training_args.generation_num_beams < 1:
+        raise ValueError(f"--generation_num_beams {training_args.generation_num_beams}: the beam size must be >= 1 "
+                         "(1 = greedy)")
+    if training_args.predict_with_generate:
+        check_bleu_tokenize(data_args.bleu_tokenize)  # a missing extra fails now, not at the first evaluation
     on_cpu = training_args.use_cpu or not torch.cuda.is_available()
+    if on_cpu:
+        training_args.dataloader_pin_memory = False  # pinned memory only helps copies to an accelerator
     if training_args.bf16 and on_cpu and not cpu_has_native_bf16():
         logger.warning("bf16 autocast on a CPU without native bf16 (torch reports %s): its matmuls are emulated and "
                        "training runs many times slower than fp32 (21x measured on AVX2); drop --bf16 to train in fp32",
                        torch.backends.cpu.get_cpu_capability())
     torch.manual_seed(training_args.seed)
+    split_files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
     raw = raw_datasets if raw_datasets is not None else load_raw_datasets(data_args)
     for split, limit in (("train", data_args.max_train_samples), ("validation", data_args.max_eval_samples),
                          ("test", data_args.max_predict_samples)):
@@ -683,7 +812,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     elif model_args.model_name_or_path:
         if model_args.config_overrides:
             raise ValueError("--config_overrides builds a new model; it cannot change --model_name_or_path's config")
-        model = AutoModelForSeq2SeqLM.from_pretrained(model_args.model_name_or_path)
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_location(model_args.model_name_or_path))
         config = model.config
         if model_args.preset != ModelArguments.preset and model_args.preset != config.preset:
             raise ValueError(f"--preset {model_args.preset} but --model_name_or_path is a {config.preset or 'custom'} "
@@ -725,6 +854,11 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
                              "pipeline for the source language: give the target language's parser with --target_parser")
         target_annotator = build_annotator(target_parser, model_args.target_parser_lang or data_args.target_lang,
                                            disable=model_args.parser_disable)
+    for role, parser in (("--parser", annotator), ("--target_parser", target_annotator)):
+        if parser is not None and not isinstance(parser, PreParsedAnnotator):
+            check_parser_installed(parser.to_dict(), role)
+    for side, parser in ((0, annotator), (1, target_annotator)):
+        _skip_texts_too_long_for(parser, raw, data_args, side, split_files)
     preparsed = (parser_name or "").lower() == "preparsed"
     if not isinstance(annotator, PreParsedAnnotator) and annotator is not None:
         # a local model directory means nothing on the machines the model is shared with
@@ -745,6 +879,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     if model is not None and len(tokenizer) != config.vocab_size:
         raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but {model_args.model_name_or_path} has "
                          f"{config.vocab_size} embeddings: give the model's own tokenizer")
+    tokenizer.model_max_length = config.max_position_embeddings  # the longest input the model takes
     if model is None:
         config.vocab_size = len(tokenizer)
         config.pad_token_id = tokenizer.pad_token_id
@@ -752,7 +887,6 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         config.decoder_start_token_id = tokenizer.pad_token_id
 
     # features
-    split_files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
     cache_dir = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE) / "hf_syntax_mt_features"
     processed = {}
     for split, dataset in raw.items():
@@ -817,9 +951,14 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         parser_text += f"; target: {'pre-parsed CoNLL-U' if target_annotator is None else json.dumps(target_annotator.to_dict()) if not isinstance(target_annotator, PreParsedAnnotator) else 'pre-parsed'}"
     data_text = data_args.dataset_name or ", ".join(f"{k}: `{v}` ({len(raw[k])} pairs)" for k, v in split_files.items()
                                                     if v and k in raw)
+    example_split = next((split for split in ("validation", "train") if split in raw and len(raw[split])), None)
+    example = None
+    if example_split is not None:
+        example = column_texts(raw[example_split].select(range(1)), text_columns(raw[example_split], data_args)[0])[0]
     card_info = dict(
         preset=config.preset or "", data=data_text, parser=parser_text, config=model.config.to_dict(),
         command=command or " ".join(sys.argv), languages=(data_args.source_lang, data_args.target_lang),
+        example=example,
     )
     trainer = SyntaxMTSeq2SeqTrainer(
         model=model,
@@ -835,6 +974,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
 
     metrics: dict = {}
     output_dir = Path(training_args.output_dir)
+    record = output_dir / "all_results.json"
     if training_args.do_train and "train" in processed:
         checkpoint = training_args.resume_from_checkpoint
         if checkpoint is None and output_dir.is_dir():
@@ -848,16 +988,29 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
                 logger.info("resuming from %s", checkpoint)
         if checkpoint:
             _check_checkpoint_config(checkpoint, model.config)
-        if training_args.should_save:
-            tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
-        result = trainer.train(resume_from_checkpoint=checkpoint)
-        trainer.save_model(_internal_call=True)  # pushed once at the end, with the final card
-        metrics.update({k: v for k, v in result.metrics.items()})
-        trainer.save_state()
+        steps_done = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)).global_step if checkpoint else 0
+        finished = checkpoint and record.is_file() and steps_done >= trainer.set_initial_training_values(
+            training_args, trainer.get_train_dataloader())[-1]  # the run's number of steps
+        if finished:
+            logger.warning("%s finished training at step %d in an earlier run: nothing to train; its model and %s are "
+                           "kept (train longer with a larger --max_steps / --num_train_epochs, or start again with "
+                           "--overwrite_output_dir)", output_dir, steps_done, record.name)
+            model = trainer.model = trainer.model_wrapped = AutoModelForSeq2SeqLM.from_pretrained(output_dir).to(
+                training_args.device)
+            trainer.state = TrainerState.load_from_json(str(output_dir / TRAINER_STATE_NAME))
+            metrics.update(json.loads(record.read_text(encoding="utf-8")))
+        else:
+            if training_args.should_save:
+                clear_call_state(tokenizer)
+                tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
+            result = trainer.train(resume_from_checkpoint=checkpoint)
+            trainer.save_model(_internal_call=True)  # pushed once at the end, with the final card
+            metrics.update(result.metrics)
+            trainer.save_state()
     else:
         trainer.save_model(_internal_call=True)
-    if eval_dataset is not None:
-        metrics.update(trainer.evaluate(metric_key_prefix="eval"))
+    if eval_dataset is not None and not any(key.startswith("eval_") for key in metrics):
+        metrics.update(_logged_evaluation(trainer) or trainer.evaluate(metric_key_prefix="eval"))
     if "test" in processed:
         prediction = trainer.predict(processed["test"], metric_key_prefix="test")
         metrics.update(prediction.metrics)
@@ -865,7 +1018,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
             ids = [[t for t in row if t >= 0] for row in prediction.predictions.tolist()]
             hyps = tokenizer.batch_decode(ids, skip_special_tokens=True)
             (output_dir / "test_predictions.txt").write_text("".join(h.strip() + "\n" for h in hyps), encoding="utf-8")
-    metrics["wall_time_seconds"] = round(time.time() - start, 1)
+    metrics.setdefault("wall_time_seconds", round(time.time() - start, 1))  # an earlier run's record keeps its own
     if trainer.is_world_process_zero():
         trainer.save_metrics("all", metrics, combined=False)
         scores = {k: v for k, v in metrics.items()
@@ -878,20 +1031,29 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     return TrainingResult(output_dir=str(output_dir), metrics=metrics, trainer=trainer, datasets=processed)
 
 
-def main(argv: Optional[list[str]] = None) -> dict:
-    """`hf-syntax-mt-train` / `training/train.py`: parse arguments (or one JSON file) and train."""
+def main(argv: Optional[list[str]] = None) -> int:
+    """`hf-syntax-mt-train` / `training/train.py`: parse arguments (or one JSON file), train, print the
+    metrics; returns the exit status. A user error (bad data, setting or parser: `ValueError`,
+    `OSError`, `ImportError`) prints its message and returns 2; `--traceback` re-raises it instead."""
     parser = HfArgumentParser((ModelArguments, DataArguments, SyntaxMTTrainingArguments))
+    parser.add_argument("--traceback", action="store_true", help="On an error, show the traceback, not only the message")
     argv = sys.argv[1:] if argv is None else list(argv)
-    if len(argv) == 1 and argv[0].endswith(".json"):
-        model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(argv[0]))
-    else:
-        model_args, data_args, training_args = parser.parse_args_into_dataclasses(args=argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
-                        handlers=[logging.StreamHandler(sys.stdout)])
-    result = train(model_args, data_args, training_args, command="hf-syntax-mt-train " + " ".join(argv))
+    try:
+        if len(argv) == 1 and argv[0].endswith(".json"):
+            model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(argv[0]))
+        else:
+            model_args, data_args, training_args, _ = parser.parse_args_into_dataclasses(args=argv)
+        logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
+                            handlers=[logging.StreamHandler(sys.stdout)])
+        result = train(model_args, data_args, training_args, command="hf-syntax-mt-train " + " ".join(argv))
+    except (ValueError, OSError, ImportError) as err:
+        if "--traceback" in argv:
+            raise
+        print(f"hf-syntax-mt-train: error: {err}\n(--traceback shows where it was raised)", file=sys.stderr)
+        return 2
     if result.trainer.is_world_process_zero():
         print(json.dumps({k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}, indent=1))
-    return result.metrics
+    return 0
 
 
 __all__ = [

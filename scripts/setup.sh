@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install hf_syntax_mt with its test extras.
-# torch is installed first, pinned to the CPU build on this machine, so that nothing pulls a CUDA build;
+# Create .venv (if missing) and install hf_syntax_mt with what the demo, the tests and the Japanese recipe use:
+# the extras ja (GiNZA, MeCab for BLEU), plot (matplotlib, a CJK font) and test.
+# torch is installed first, at the tested version, from $TORCH_INDEX_URL when it is set: e.g.
+# https://download.pytorch.org/whl/cpu for the CPU-only build (PyPI's Linux wheel is the CUDA build; this
+# project's machines hold a local CPU wheel), so that nothing pulls another build later;
 # scripts/constraints.txt holds every other package at the version last tested with the package.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[test]" -c scripts/constraints.txt
+.venv/bin/python -m pip install -q "torch==2.13.0" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
+.venv/bin/python -m pip install -q -e ".[ja,plot,test]" -c scripts/constraints.txt

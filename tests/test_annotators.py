@@ -149,15 +149,28 @@ def test_stanza_downloads_missing_models_when_online(tmp_path, monkeypatch):
 def test_parser_not_installed(monkeypatch):
     monkeypatch.setitem(sys.modules, "spacy", None)
     monkeypatch.setitem(sys.modules, "stanza", None)
-    with pytest.raises(ImportError, match="pip install spacy"):
+    with pytest.raises(ImportError, match=r'needs spaCy: pip install "hf_syntax_mt\[ja\]"'):
         SpacyAnnotator("ja_ginza").annotate(["テスト"])
+    with pytest.raises(ImportError, match=r'needs spaCy: pip install "hf_syntax_mt\[spacy\]"'):
+        SpacyAnnotator("de_core_news_sm").annotate(["Test."])
     with pytest.raises(ImportError, match="pip install stanza"):
         StanzaAnnotator("en").annotate(["Test."])
 
 
 def test_spacy_model_not_installed():
-    with pytest.raises(ImportError, match="pip install xx-no-such-model"):
+    with pytest.raises(ImportError, match="'xx_no_such_model' is neither an installed spaCy pipeline") as info:
         SpacyAnnotator("xx_no_such_model").annotate(["Test."])
+    assert "pip install" not in str(info.value)
+    with pytest.raises(ImportError, match="python -m spacy download de_core_news_sm"):
+        SpacyAnnotator("de_core_news_sm").annotate(["Test."])
+
+
+def test_misspelt_parser_suggests_the_known_name_not_installing_the_typo():
+    with pytest.raises(ImportError, match="did you mean 'ja_ginza'") as info:
+        SpacyAnnotator("ja_ginzza").annotate(["テスト"])
+    assert "pip install" not in str(info.value) and "ja-ginzza" not in str(info.value)
+    with pytest.raises(ImportError, match="did you mean 'stanza'"):
+        SpacyAnnotator("stanzza").annotate(["Test."])
 
 
 def test_annotators_pickle_and_hash_by_settings():

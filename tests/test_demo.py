@@ -1,4 +1,5 @@
-"""`hf-syntax-mt demo` at toy size: a rerun with other corpus settings regenerates the corpus and retrains."""
+"""`hf-syntax-mt demo` at toy size: a rerun with other corpus settings regenerates the corpus and retrains;
+what it prints."""
 
 from hf_syntax_mt.demo import run_demo
 
@@ -18,3 +19,27 @@ def test_demo_rerun_follows_new_corpus_settings(capsys):
     assert (out / "transformer_abs" / "tokenizer.json").read_text() != tokenizer_before
     assert set(first) == set(second) == {"transformer_abs"} and second["transformer_abs"]["bleu"] is not None
     assert "16 train" in capsys.readouterr().out
+
+
+def test_demo_shows_where_the_presets_differ_without_log_dicts(capsys):
+    out = scratch_dir("demo")
+    results = run_demo(out, presets=["transformer_abs", "transformer_dep_rel"], n_train=16, n_dev=4, max_steps=2,
+                       batch_size=8, vocab_size=200, model=dict(d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64),
+                       samples=2)
+    printed = capsys.readouterr().out
+    assert "{'" not in printed and "train_runtime" not in printed  # the Trainer's log dicts stay out
+    dev_src = (out / "data" / "dev.src").read_text().splitlines()
+    dev_tgt = (out / "data" / "dev.tgt").read_text().splitlines()
+    header = next(line for line in printed.splitlines() if line.startswith("the presets translate "))
+    differing = int(header.split()[3])
+    assert header.startswith(f"the presets translate {differing} of 4 dev sentences differently")
+    blocks = printed.split(header)[1].split("  source:    ")[1:]
+    assert differing >= 1 and len(blocks) == min(2, differing)
+    for block in blocks:
+        source, reference, *outputs = block.split("\n\n")[0].splitlines()
+        k = dev_src.index(source)
+        assert reference == f"  reference: {dev_tgt[k]}"
+        names = [line.split()[0] for line in outputs]
+        assert names == list(results)
+        texts = {line[len("  ") + 28 + 2:] for line in outputs}
+        assert len(texts) == 2  # the two presets' translations differ

@@ -1,11 +1,15 @@
 """The `syntax-translation` pipeline on tiny trained models: outputs, batching, bad input."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+from transformers.utils import logging as transformers_logging
 
 import hf_syntax_mt  # noqa: F401
 import hf_syntax_mt.pipeline  # noqa: F401  (registers "syntax-translation")
@@ -66,7 +70,54 @@ def test_bad_lines_are_reported_and_skipped(dev, caplog):
     assert [bool(o["translation_text"]) for o in outputs] == [True, False, False, True]
     assert outputs[1]["error"] == "empty input line"
     assert "could not parse" in outputs[2]["error"] and "error" not in outputs[0]
-    assert "line 1: empty input line" in caplog.text and "line 2: could not parse" in caplog.text
+    assert "line 2: empty input line" in caplog.text and "line 3: could not parse" in caplog.text  # 1-based
+    assert len(caplog.records) == 2  # one report per bad line
+
+
+def test_undecodable_lines_are_reported_by_number_and_skipped(dev, caplog):
+    """bytes that are not UTF-8 and strings with lone surrogates are bad lines like empty ones; UTF-8
+    bytes are text, and a single bytes input is one sentence."""
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    translate = pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator(annotations))
+    good = translate(sources[:2], max_new_tokens=6)
+    lines = [sources[0], b"caf\xe9 \xff", "caf\udce9", sources[1].encode("utf-8")]
+    with caplog.at_level("WARNING"):
+        outputs = translate(lines, batch_size=4, max_new_tokens=6)
+    assert [o["translation_text"] for o in outputs] == [good[0]["translation_text"], "", "", good[1]["translation_text"]]
+    assert outputs[1]["error"] == "not UTF-8 text (invalid byte 0xe9 at byte 4 of the line)"
+    assert outputs[2]["error"] == "not valid Unicode text (lone surrogate '\\udce9' at character 4)"
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["line 2", "line 3"]
+    assert translate(sources[1].encode("utf-8"), max_new_tokens=6) == [good[1]]
+    with pytest.raises(ValueError, match="input line 2 is int, expected a string"):
+        translate([sources[0], 7], max_new_tokens=6)
+
+
+@pytest.mark.parametrize("beams", [0, -1, 1.5])
+def test_beam_size_below_one_is_refused(dev, beams):
+    out, _ = trained_model(DEP)
+    translate = pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator(dev[1]))
+    with pytest.raises(ValueError, match=f"num_beams={beams}: the beam size must be an integer >= 1"):
+        translate(dev[0][:1], num_beams=beams)
+
+
+def test_max_new_tokens_without_the_max_length_warning(dev, caplog):
+    """max_new_tokens=N is max_length=N + 1 for this decoder (test_matches_direct_generate: the same
+    output as generate(max_new_tokens=N)), without generate's warning that the model's generation
+    config sets max_length too; a call that sets both still gets it."""
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    translate = pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator(annotations))
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_warning()  # whatever an earlier test (e.g. the quiet demo) left
+    try:
+        with caplog.at_level("WARNING"):
+            assert translate(sources, max_new_tokens=3) == translate(sources, max_length=4)
+            assert "max_new_tokens" not in caplog.text
+            translate(sources[:1], max_new_tokens=3, max_length=6)
+            assert "Both `max_new_tokens` (=3) and `max_length`(=6)" in caplog.text
+    finally:
+        transformers_logging.set_verbosity(verbosity)
 
 
 def test_line_longer_than_the_model_allows_is_reported(dev):
@@ -141,5 +192,22 @@ def test_parser_in_config_not_installed():
     config = json.loads((broken / "config.json").read_text())
     config["parser"] = {"type": "spacy", "model": "xx_no_such_pipeline", "disable": [], "batch_size": 8}
     (broken / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ImportError, match="pip install xx-no-such-pipeline"):
+    with pytest.raises(ImportError, match="this model's parser: 'xx_no_such_pipeline' is neither an installed spaCy"):
         pipeline("syntax-translation", model=str(broken))
+
+
+def test_tokenizer_loads_without_questions_or_warnings(caplog, tmp_path):
+    """With the package imported AutoTokenizer needs nothing more; without it, trust_remote_code=True (as
+    the model card says: AutoTokenizer reads the model's config, whose class is custom code) and no
+    question about custom code, no warning about a model type ``."""
+    out, _ = trained_model(DEP)
+    positions = json.loads((out / "config.json").read_text())["max_position_embeddings"]
+    with caplog.at_level("WARNING"):
+        assert AutoTokenizer.from_pretrained(out).model_max_length == positions
+    assert "model of type" not in caplog.text
+    code = (f"from transformers import AutoTokenizer; "
+            f"print(AutoTokenizer.from_pretrained({str(out)!r}, trust_remote_code=True).model_max_length)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert done.returncode == 0 and done.stdout == f"{positions}\n", done.stderr
+    assert "custom code" not in done.stderr and "model of type" not in done.stderr

@@ -13,10 +13,10 @@ import torch
 import transformers.trainer
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, get_scheduler
 
-import hf_syntax_mt  # noqa: F401
 import hf_syntax_mt.training
+from hf_syntax_mt import SyntaxMTConfig
 from hf_syntax_mt.metrics import load_metric
-from hf_syntax_mt.syntax import PreParsedAnnotator
+from hf_syntax_mt.syntax import PreParsedAnnotator, SpacyAnnotator
 from hf_syntax_mt.training import (
     DataArguments,
     SyntaxMTTrainingArguments,
@@ -24,6 +24,7 @@ from hf_syntax_mt.training import (
     parse_config_overrides,
     read_parallel_file,
     train,
+    write_model_card,
 )
 
 from training_helpers import scratch_dir, synthetic_corpus, tiny_args, trained_model
@@ -46,7 +47,8 @@ JAPANESE_PAIRS = [  # written for these tests
 def test_read_parallel_formats(tmp_path):
     (tmp_path / "a.en").write_text("one\ntwo\n")
     (tmp_path / "a.de").write_text("eins\nzwei\n")
-    assert read_parallel_file(tmp_path / "a", "en", "de") == {"source": ["one", "two"], "target": ["eins", "zwei"]}
+    assert read_parallel_file(tmp_path / "a", "en", "de") == {"source": ["one", "two"], "target": ["eins", "zwei"],
+                                                              "line": [1, 2]}
     (tmp_path / "b.tsv").write_text("one\teins\ntwo\tzwei\n")
     assert read_parallel_file(tmp_path / "b.tsv")["target"] == ["eins", "zwei"]
     (tmp_path / "c.jsonl").write_text('{"translation": {"en": "one", "de": "eins"}}\n{"en": "two", "de": "zwei"}\n')
@@ -66,6 +68,22 @@ def test_bad_data_files(tmp_path):
     (tmp_path / "c.jsonl").write_text('{"en": "one"}\n')
     with pytest.raises(ValueError, match="c.jsonl:1"):
         read_parallel_file(tmp_path / "c.jsonl", "en", "de")
+
+
+def test_empty_pairs_are_skipped_with_their_lines_named(tmp_path, caplog):
+    (tmp_path / "a.en").write_text("one\n\nthree\nfour\n")
+    (tmp_path / "a.de").write_text("eins\nzwei\n   \nvier\n")
+    with caplog.at_level(logging.WARNING, logger="hf_syntax_mt.training"):
+        pairs = read_parallel_file(tmp_path / "a", "en", "de")
+    assert pairs == {"source": ["one", "four"], "target": ["eins", "vier"], "line": [1, 4]}
+    assert f"{tmp_path / 'a'}.{{en,de}}: skipped 2 pair(s) with an empty source or target line: lines 2, 3" in caplog.text
+
+
+def test_training_text_that_is_not_utf8_names_file_and_line(tmp_path):
+    (tmp_path / "a.en").write_bytes(b"one\ntwo\ncaf\xe9\n")
+    (tmp_path / "a.de").write_text("eins\nzwei\ndrei\n")
+    with pytest.raises(ValueError, match=r"a\.en:3: not UTF-8 text \(invalid byte 0xe9\)"):
+        read_parallel_file(tmp_path / "a", "en", "de")
 
 
 def test_train_reports_missing_file(tmp_path):
@@ -152,10 +170,34 @@ def test_end_to_end_outputs_and_push_files():
     assert config["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_syntax_mt.SyntaxMTForConditionalGeneration"
     assert config["vocab_size"] == len(AutoTokenizer.from_pretrained(out))
     card = (out / "README.md").read_text()
+    metadata = card.split("---\n")[1]
+    assert "library_name: transformers\npipeline_tag: translation\n" in metadata and "language:" not in metadata
+    for placeholder in ("{{", "https://github.com/", "PATH_OR_REPO"):
+        assert placeholder not in card
+    assert f'pipeline("syntax-translation", model="{out}")' in card
+    assert "source_heads" in card and "trust_remote_code=True" in card  # what loading without the package needs
     bleu = result.metrics["eval_bleu"]
     assert "transformer_dep_rel+transformer_dbsa+transformer_sla" in card
     assert f"| dev | bleu | {bleu:.2f} |" in card and "pre-parsed CoNLL-U" in card
     assert "train: " in card and "48 pairs" in card
+
+
+def test_model_card_of_a_japanese_model_without_syntax():
+    """Hub metadata with the languages, a Japanese example for ja→en, no syntax listed for transformer_abs,
+    and how to translate without the package."""
+    config = SyntaxMTConfig.from_preset("transformer_abs").to_dict()
+    card = write_model_card(scratch_dir("card"), preset="transformer_abs", config=config, languages=("ja", "en"),
+                            model_id="user/ja-en-abs").read_text()
+    metadata = card.split("---\n")[1]
+    assert "library_name: transformers\npipeline_tag: translation\n" in metadata
+    assert "language:\n- ja\n- en\n" in metadata
+    assert "- Syntax: none (absolute positions only)\n" in card and "relation_combination" not in card
+    assert 'pipeline("syntax-translation", model="user/ja-en-abs")' in card
+    assert 'translate(["私は赤い車を買った。"], num_beams=4)' in card
+    assert "needs no syntax at inference, `model.generate(" in card
+    combined = SyntaxMTConfig.from_preset("transformer_dep_rel").to_dict()
+    card = write_model_card(scratch_dir("card"), preset="transformer_dep_rel", config=combined).read_text()
+    assert "- Syntax: relative_positions=True, dependency_relations=depth, relation_combination=sum\n" in card
 
 
 def test_component_losses_are_logged():
@@ -221,6 +263,11 @@ def test_resume_from_checkpoint():
     logged_steps = [h["step"] for h in state.log_history if "loss" in h]
     assert logged_steps == [1, 2, 3, 4]  # steps 1-2 come from the checkpoint's state
     assert (out / "tokenizer.json").read_text() == tokenizer_before
+    # the tokenizer re-saved after loading holds no loading or call state; its length limit is the model's
+    saved = json.loads((out / "tokenizer_config.json").read_text())
+    assert not {"is_local", "local_files_only", "max_length", "stride", "truncation_strategy"} & set(saved), saved
+    assert saved["model_max_length"] == json.loads((out / "config.json").read_text())["max_position_embeddings"]
+    assert json.loads(tokenizer_before)["truncation"] is None
     # the second run read the features cached by the first (same data, tokenizer, settings)
     assert result.datasets["train"].cache_files[0]["filename"] == first.datasets["train"].cache_files[0]["filename"]
     # another model in the same output_dir: refused, unless it is told to start from scratch there
@@ -231,6 +278,36 @@ def test_resume_from_checkpoint():
     assert [h["step"] for h in fresh.trainer.state.log_history if "loss" in h] == [1, 2]
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
     assert json.loads((out / "config.json").read_text())["preset"] == "transformer_rel"
+
+
+def test_dev_set_is_decoded_once_per_evaluation_and_a_rerun_keeps_the_record(monkeypatch):
+    """Training evaluates at steps 2 and 4 and the final dev scores are the kept checkpoint's logged ones
+    (no third decoding after load-best); a second run into the finished output_dir trains nothing,
+    evaluates nothing and leaves all_results.json as it was."""
+    evaluations = []
+    evaluate = hf_syntax_mt.training.SyntaxMTSeq2SeqTrainer.evaluate
+
+    def counting_evaluate(self, *args, **kwargs):
+        evaluations.append(self.state.global_step)
+        return evaluate(self, *args, **kwargs)
+
+    monkeypatch.setattr(hf_syntax_mt.training.SyntaxMTSeq2SeqTrainer, "evaluate", counting_evaluate)
+    out = scratch_dir("rerun")
+    first = train(*tiny_args(out, "transformer_abs"))
+    assert evaluations == [2, 4]
+    state = first.trainer.state
+    best_step = int(state.best_model_checkpoint.rsplit("-", 1)[1])
+    [logged] = [h for h in state.log_history if "eval_bleu" in h and h["step"] == best_step]
+    assert {k: first.metrics[k] for k in ("eval_bleu", "eval_chrf", "eval_loss")} == {
+        k: logged[k] for k in ("eval_bleu", "eval_chrf", "eval_loss")}
+    record = (out / "all_results.json").read_text()
+    assert json.loads(record)["train_loss"] > 0
+    evaluations.clear()
+    again = train(*tiny_args(out, "transformer_abs"))
+    assert evaluations == [] and (out / "all_results.json").read_text() == record
+    assert again.metrics == json.loads(record)
+    kept, trained = again.trainer.model.state_dict(), first.trainer.model.state_dict()
+    assert kept.keys() == trained.keys() and all(torch.equal(kept[k], trained[k]) for k in kept)
 
 
 class _FakeHub:
@@ -301,6 +378,31 @@ def test_japanese_with_ginza_end_to_end(tmp_path):
     translate = pipeline("syntax-translation", model=str(tmp_path / "out"), max_new_tokens=6)
     outputs = translate(["妹は白い犬を見た。", "私は本を買った。"])
     assert len(outputs) == 2 and all(o["translation_text"] for o in outputs)
+
+
+def test_sources_longer_than_sudachi_accepts_are_skipped_with_their_lines_named(tmp_path, caplog):
+    """SudachiPy (GiNZA's tokenizer) refuses text over 49,149 bytes; such a training line is skipped and
+    named by file and line instead of stopping feature building with an error that names neither."""
+    sudachipy = pytest.importorskip("sudachipy")
+    pytest.importorskip("ja_ginza")
+    tokenizer = sudachipy.Dictionary().create()
+    tokenizer.tokenize("あ" * 16383)  # 49,149 bytes: accepted
+    with pytest.raises(Exception, match="too long"):
+        tokenizer.tokenize("あ" * 16384)
+    assert SpacyAnnotator("ja_ginza").max_text_bytes == 49149
+    pairs = JAPANESE_PAIRS[:4] + [("あ" * 16384, "A long line .")] + JAPANESE_PAIRS[4:]
+    (tmp_path / "train.ja").write_text("".join(ja + "\n" for ja, _ in pairs), encoding="utf-8")
+    (tmp_path / "train.en").write_text("".join(en + "\n" for _, en in pairs), encoding="utf-8")
+    model_args, data_args, training_args = tiny_args(
+        tmp_path / "out", "transformer_dep", parser="ja_ginza", data_dir=tmp_path, max_steps=1, eval_strategy="no",
+        save_strategy="no", load_best_model_at_end=False,
+    )
+    data_args.source_lang, data_args.target_lang, data_args.validation_file = "ja", "en", None
+    with caplog.at_level(logging.WARNING, logger="hf_syntax_mt.training"):
+        result = train(model_args, data_args, training_args)
+    assert len(result.datasets["train"]) == len(JAPANESE_PAIRS)
+    assert (f"skipped 1 train pair(s) whose source is longer than the parser ja_ginza accepts (49149 UTF-8 bytes): "
+            f"{tmp_path / 'train.ja'}: line 5") in caplog.text
 
 
 @pytest.mark.slow

@@ -19,8 +19,10 @@ decoder_attention_heads=4,encoder_ffn_dim=1024,decoder_ffn_dim=1024 \
     accelerate launch --multi_gpu --num_processes 2 training/train.py --use_cpu true ...
 """
 
+import sys
+
 from hf_syntax_mt.training import main
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -9,9 +9,11 @@ they load their parser lazily, once per process, on the first ``annotate`` call.
 
 from __future__ import annotations
 
+import difflib
 import importlib.metadata
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
@@ -165,6 +167,35 @@ class StanzaAnnotator(Annotator):
         return [annotation_from_stanza(doc, text) for doc, text in zip(docs, texts)]
 
 
+SUDACHI_MAX_INPUT_BYTES = 49149  # SudachiPy: "Input is too long, it can't be more than 49149 bytes"
+GINZA_PIPELINES = {"ja_ginza": 'pip install "hf_syntax_mt[ja]"', "ja_ginza_electra": "pip install ja-ginza-electra"}
+"""The spaCy pipelines on PyPI that this package knows, with their install commands."""
+_OFFICIAL_SPACY_PIPELINE = re.compile(r"[a-z]{2}_(core|dep|ent|sent)_(web|news|wiki|ud)_(sm|md|lg|trf)")
+
+
+def spacy_install_hint(model: str) -> str:
+    """How to install spaCy with the pipeline `model`."""
+    return GINZA_PIPELINES.get(model, 'pip install "hf_syntax_mt[spacy]"')
+
+
+def missing_spacy_pipeline_message(model: str) -> str:
+    """Why the spaCy pipeline `model` cannot be loaded and what to do. A name that is neither a known
+    pipeline nor one of spaCy's official ones is likely misspelt: the closest known name is suggested,
+    never a package named after the typo."""
+    import spacy.util
+
+    message = f"the spaCy pipeline {model!r} is not installed"
+    if model in GINZA_PIPELINES:
+        return f"{message}: {GINZA_PIPELINES[model]}"
+    if _OFFICIAL_SPACY_PIPELINE.fullmatch(model):
+        return f"{message}: python -m spacy download {model}"
+    installed = sorted(spacy.util.get_installed_models())
+    close = difflib.get_close_matches(model, sorted({*installed, *GINZA_PIPELINES, "stanza"}), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return (f"{model!r} is neither an installed spaCy pipeline nor a parser this package knows{hint} (parsers: "
+            f"stanza, preparsed, none, or a spaCy pipeline; installed: {', '.join(installed) or 'none'})")
+
+
 class SpacyAnnotator(Annotator):
     """Any installed spaCy pipeline with a dependency parser, e.g. GiNZA ``ja_ginza`` (offline).
 
@@ -183,6 +214,12 @@ class SpacyAnnotator(Annotator):
     def settings(self) -> dict:
         return {"model": self.model, "disable": list(self.disable), "batch_size": self.batch_size}
 
+    @property
+    def max_text_bytes(self) -> Optional[int]:
+        """The longest text (UTF-8 bytes) the pipeline's tokenizer accepts, where it has a limit: SudachiPy,
+        the tokenizer of Japanese spaCy pipelines (`ja_*`: GiNZA, ja_core_news_*), refuses longer input."""
+        return SUDACHI_MAX_INPUT_BYTES if self.model.startswith("ja_") else None
+
     def _fingerprint(self) -> tuple:
         settings = dict(self.settings(), disable=self.disable)
         return (type(self).__name__, tuple(sorted(settings.items())), _package_version(self.model.replace("_", "-")))
@@ -191,14 +228,11 @@ class SpacyAnnotator(Annotator):
         try:
             import spacy
         except ImportError:
-            raise ImportError("SpacyAnnotator needs spaCy: pip install spacy") from None
+            raise ImportError(f"SpacyAnnotator needs spaCy: {spacy_install_hint(self.model)}") from None
         try:
             return spacy.load(self.model, disable=list(self.disable))
         except OSError as err:
-            raise ImportError(
-                f"spaCy pipeline {self.model!r} is not installed: pip install {self.model.replace('_', '-')} "
-                f"(or python -m spacy download {self.model})"
-            ) from err
+            raise ImportError(missing_spacy_pipeline_message(self.model)) from err
 
     def _annotate(self, texts: list[str]) -> list[Annotation]:
         if self._nlp is None:
