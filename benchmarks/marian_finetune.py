@@ -29,7 +29,6 @@ bootstrap (quality.py's: 1,000 samples over dev sentences) of each syntax arm ag
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import logging
 import os
@@ -45,6 +44,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quality  # noqa: E402  (benchmarks/ is on sys.path with this script)
+from quality_lib.corpus import parse_cached  # noqa: E402
+from quality_lib.runner import score, translate  # noqa: E402
+from quality_lib.summary import bleu_statistics, paired_bootstrap  # noqa: E402
 from hf_syntax_mt.syntax import PreParsedAnnotator, apply_source_spacing  # noqa: E402
 
 logger = logging.getLogger("marian_finetune")
@@ -80,7 +82,7 @@ class Corpus:
     def parses(self, split: str):
         if split not in self._parses:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
-            self._parses[split] = quality.parse_cached(self.sources[split], PARSER, self.paths[split], self.cache_dir)
+            self._parses[split] = parse_cached(self.sources[split], PARSER, self.paths[split], self.cache_dir)
         return self._parses[split]
 
     def write_pairs(self, directory: Path) -> dict:
@@ -99,29 +101,11 @@ class Corpus:
 
 def train_sentencepiece_pair(corpus: Corpus, directory: Path, sizes: dict):
     """source.spm / target.spm (unigram, as opus-mt) + Marian's joint vocab.json; returns the MarianTokenizer."""
-    import sentencepiece as spm
-    from transformers import MarianTokenizer
+    from hf_syntax_mt.convert_marian import train_marian_tokenizer
 
-    directory.mkdir(parents=True, exist_ok=True)
-    vocab = {"</s>": 0, "<unk>": 1}
-    for side, lines, coverage in (("source", corpus.sources["train"], 0.9995), ("target", corpus.targets["train"], 1.0)):
-        model = io.BytesIO()
-        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=sizes[side],
-                                       model_type="unigram", character_coverage=coverage, hard_vocab_limit=False,
-                                       minloglevel=2)
-        (directory / f"{side}.spm").write_bytes(model.getvalue())
-        processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
-        for i in range(processor.get_piece_size()):
-            if not (processor.is_control(i) or processor.is_unknown(i)):
-                vocab.setdefault(processor.id_to_piece(i), len(vocab))
-    vocab["<pad>"] = len(vocab)
-    (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "Recommended: pip install sacremoses"
-        tokenizer = MarianTokenizer(str(directory / "source.spm"), str(directory / "target.spm"),
-                                    str(directory / "vocab.json"), source_lang="ja", target_lang="en")
-    tokenizer.save_pretrained(directory)
-    return tokenizer
+    return train_marian_tokenizer(directory, corpus.sources["train"], corpus.targets["train"], sizes["source"],
+                                  sizes["target"], source_coverage=0.9995, num_threads=2, source_lang="ja",
+                                  target_lang="en")
 
 
 def pretrain(corpus: Corpus, directory: Path, args) -> Path:
@@ -177,7 +161,7 @@ def marian_dev_bleu(pretrained: Path, corpus: Corpus) -> dict:
         with torch.no_grad():
             out = model.generate(**batch, num_beams=BEAMS, max_length=MAX_LENGTH)
         hyps += [h.strip() for h in tokenizer.batch_decode(out, skip_special_tokens=True)]
-    return {**quality.score(hyps, corpus.targets["dev"], BLEU_TOKENIZE), "hypotheses": hyps}
+    return {**score(hyps, corpus.targets["dev"], BLEU_TOKENIZE), "hypotheses": hyps}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,14 +174,14 @@ def translate_sets(model, tokenizer, corpus: Corpus, prefix: Path) -> dict:
     needs_parse = model.config.needs_parser_at_inference
     result = {}
     for split in ("dev", "test"):
-        hyps = quality.translate(model, tokenizer, corpus.sources[split], corpus.parses(split) if needs_parse else None,
+        hyps = translate(model, tokenizer, corpus.sources[split], corpus.parses(split) if needs_parse else None,
                                  BEAMS, MAX_LENGTH, MAX_LENGTH)
         path = Path(f"{prefix}.{split}.beam{BEAMS}.txt")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
         result[split] = {"hypotheses": os.path.relpath(path, REPO), "sentences": len(hyps)}
         if split == "dev":
-            result[split].update(quality.score(hyps, corpus.targets["dev"], BLEU_TOKENIZE))
+            result[split].update(score(hyps, corpus.targets["dev"], BLEU_TOKENIZE))
     return result
 
 
@@ -212,9 +196,9 @@ def step0(arm: str, pretrained: Path, corpus: Corpus, results_dir: Path) -> dict
     model.config.source_spacing = "despace_cjk"
     tokenizer = convert_marian_tokenizer(pretrained)
     needs_parse = model.config.needs_parser_at_inference
-    hyps = quality.translate(model, tokenizer, corpus.sources["dev"], corpus.parses("dev") if needs_parse else None,
+    hyps = translate(model, tokenizer, corpus.sources["dev"], corpus.parses("dev") if needs_parse else None,
                              BEAMS, MAX_LENGTH, MAX_LENGTH)
-    result = {"arm": arm, "preset": ARMS[arm], **quality.score(hyps, corpus.targets["dev"], BLEU_TOKENIZE)}
+    result = {"arm": arm, "preset": ARMS[arm], **score(hyps, corpus.targets["dev"], BLEU_TOKENIZE)}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")
     return result
@@ -295,7 +279,7 @@ def summary(args) -> str:
         if not runs:
             continue
         results = [json.loads(p.read_text()) for p in runs]
-        stats[arm] = {r["seed"]: quality.bleu_statistics(read(REPO / r["dev"]["hypotheses"]), corpus_refs, BLEU_TOKENIZE)
+        stats[arm] = {r["seed"]: bleu_statistics(read(REPO / r["dev"]["hypotheses"]), corpus_refs, BLEU_TOKENIZE)
                       for r in results}
         bleus = [r["dev"]["bleu"] for r in results]
         step0_path = args.results_dir / arm / "step0.json"
@@ -304,7 +288,7 @@ def summary(args) -> str:
         if arm != "marian" and "marian" in stats:
             seeds = sorted(set(stats[arm]) & set(stats["marian"]))
             if seeds:
-                test = quality.paired_bootstrap([stats[arm][s] for s in seeds], [stats["marian"][s] for s in seeds],
+                test = paired_bootstrap([stats[arm][s] for s in seeds], [stats["marian"][s] for s in seeds],
                                                 tokenize=BLEU_TOKENIZE)
                 delta = f"{test['delta']:+.2f} [{test['ci95'][0]:+.2f}, {test['ci95'][1]:+.2f}]"
                 p_value = f"{test['p_value']:.3f}"

@@ -25,6 +25,7 @@ and `vocab.json`, giving the ids of `MarianTokenizer` (see `sentencepiece_to_tok
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import re
 import warnings
 
@@ -276,4 +277,40 @@ def is_marian_checkpoint(name_or_path, **hub_kwargs) -> bool:
         return False
 
 
-__all__ = ["convert_marian_model", "convert_marian_tokenizer", "is_marian_checkpoint", "sentencepiece_to_tokenizers"]
+def train_marian_tokenizer(directory, source_lines, target_lines, source_size: int, target_size: int, *,
+                           source_coverage: float = 1.0, num_threads: int = 1, **marian_kwargs):
+    """Train an opus-mt-style tokenizer pair into `directory`: `source.spm` / `target.spm` (SentencePiece
+    unigram) with Marian's joint `vocab.json` (</s>, <unk>, the source pieces, the target pieces not yet in,
+    <pad>), saved as a `MarianTokenizer` (returned; `marian_kwargs` such as `source_lang` go to it). For
+    building a Marian model of one's own; needs the `sentencepiece` package."""
+    import io
+
+    import sentencepiece as spm
+    from transformers import MarianTokenizer
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    vocab = {"</s>": 0, "<unk>": 1}
+    sides = (("source.spm", source_lines, source_size, source_coverage), ("target.spm", target_lines, target_size, 1.0))
+    for name, lines, size, coverage in sides:
+        model = io.BytesIO()
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=size,
+                                       model_type="unigram", character_coverage=coverage, hard_vocab_limit=False,
+                                       minloglevel=2, num_threads=num_threads)
+        (directory / name).write_bytes(model.getvalue())
+        processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
+        for i in range(processor.get_piece_size()):
+            if not (processor.is_control(i) or processor.is_unknown(i)):
+                vocab.setdefault(processor.id_to_piece(i), len(vocab))
+    vocab["<pad>"] = len(vocab)
+    (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Recommended: pip install sacremoses"
+        tokenizer = MarianTokenizer(str(directory / "source.spm"), str(directory / "target.spm"),
+                                    str(directory / "vocab.json"), **marian_kwargs)
+    tokenizer.save_pretrained(directory)
+    return tokenizer
+
+
+__all__ = ["convert_marian_model", "convert_marian_tokenizer", "is_marian_checkpoint", "sentencepiece_to_tokenizers",
+           "train_marian_tokenizer"]

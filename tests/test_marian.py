@@ -1,7 +1,6 @@
 """Warm start from MarianMT: converted models compute Marian's function, refusals, the fast SentencePiece
 tokenizer pair against MarianTokenizer, and the training script fine-tuning a Marian checkpoint."""
 
-import io
 import json
 import os
 import subprocess
@@ -16,6 +15,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, MarianMTModel, pipeline
 
 from hf_syntax_mt import SyntaxMTForConditionalGeneration, SyntaxMTTokenizer, convert_marian_tokenizer
+from hf_syntax_mt.convert_marian import train_marian_tokenizer
 from hf_syntax_mt.syntax import despace_cjk
 from hf_syntax_mt.training import train
 
@@ -194,33 +194,6 @@ def test_conversion_refusals(marian_dir, tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-def write_marian_tokenizer(directory, source_lines, target_lines, source_size, target_size):
-    """source.spm / target.spm (SentencePiece unigram, trained here) with Marian's joint vocab.json
-    (</s>, <unk>, the source pieces, the target pieces not yet in, <pad>); returns the MarianTokenizer."""
-    from transformers import MarianTokenizer
-
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    vocab = {"</s>": 0, "<unk>": 1}
-    for name, lines, size in (("source.spm", source_lines, source_size), ("target.spm", target_lines, target_size)):
-        model = io.BytesIO()
-        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=size,
-                                       model_type="unigram", character_coverage=1.0, hard_vocab_limit=False,
-                                       minloglevel=2, num_threads=1)
-        (directory / name).write_bytes(model.getvalue())
-        processor = spm.SentencePieceProcessor(model_proto=model.getvalue())
-        for i in range(processor.get_piece_size()):
-            if not (processor.is_control(i) or processor.is_unknown(i)):
-                vocab.setdefault(processor.id_to_piece(i), len(vocab))
-    vocab["<pad>"] = len(vocab)
-    (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "Recommended: pip install sacremoses"
-        tokenizer = MarianTokenizer(str(directory / "source.spm"), str(directory / "target.spm"), str(directory / "vocab.json"))
-    tokenizer.save_pretrained(directory)
-    return tokenizer
-
-
 def corpus_lines(name, count=None):
     path = CORPUS / name
     if not path.is_file():
@@ -236,7 +209,7 @@ def enja_tokenizers():
     ja = [despace_cjk(line) for line in corpus_lines("train.ja", 5000)]
     en = corpus_lines("train.en", 5000)
     directory = scratch_dir("marian_enja")
-    marian = write_marian_tokenizer(directory, ja, en, 2000, 1000)
+    marian = train_marian_tokenizer(directory, ja, en, 2000, 1000)
     return marian, convert_marian_tokenizer(directory)
 
 
@@ -307,7 +280,7 @@ def test_training_script_fine_tunes_a_marian_checkpoint(tmp_path):
     sources = (data / "train.src").read_text(encoding="utf-8").splitlines()
     targets = (data / "train.tgt").read_text(encoding="utf-8").splitlines()
     marian_dir = tmp_path / "marian"
-    tokenizer = write_marian_tokenizer(marian_dir, sources, targets, 60, 60)
+    tokenizer = train_marian_tokenizer(marian_dir, sources, targets, 60, 60)
     make_marian(marian_dir, vocab_size=len(tokenizer), pad=tokenizer.pad_token_id)
     out = tmp_path / "out"
     model_args, data_args, training_args = tiny_args(out, "transformer_dep_rel")
