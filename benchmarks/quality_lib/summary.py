@@ -323,9 +323,15 @@ def plot_data_size_chart(recipe: dict, points: dict, sizes: list[int], chart_dir
     ax.set_ylabel("Δ dev BLEU vs abs (95% CI)")
     ax.set_title(f"{recipe['name']}: where the syntax pays, by data size", fontsize=9)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    return save_chart(fig, chart_dir / f"quality_{recipe['name']}_data_size.png")
+
+
+def save_chart(fig, path: Path) -> Path:
+    """Lay out, write (120 dpi) and close a chart; returns its path."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
-    chart_dir.mkdir(parents=True, exist_ok=True)
-    path = chart_dir / f"quality_{recipe['name']}_data_size.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
@@ -372,12 +378,7 @@ def plot_chart(recipe: dict, order: list[str], by_preset: dict, chart_dir: Path)
     ax.set_ylabel(f"dev BLEU (beam {recipe['final_num_beams']})")
     ax.set_ylim(max(0.0, min(means) - 3 * max(stds + [1.0])), max(means) + 2 * max(stds + [0.5]))
     ax.set_title(f"{recipe['name']}: mean ± std over seeds", fontsize=9)
-    fig.tight_layout()
-    chart_dir.mkdir(parents=True, exist_ok=True)
-    path = chart_dir / f"quality_{recipe['name']}.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_chart(fig, chart_dir / f"quality_{recipe['name']}.png")
 
 
 RECIPE_PART = re.compile(r"(<!-- quality:([^ ]+?):begin -->.*?<!-- quality:\2:end -->)", re.S)
