@@ -27,7 +27,8 @@ logger = logging.getLogger("quality")
 
 def translate(model, tokenizer, sources: list[str], annotations: Optional[list[Annotation]], num_beams: int,
               max_length: int, max_source_length: int, batch_size: int = 64) -> list[str]:
-    """Translate in corpus order with the features the model needs at inference (no target side)."""
+    """Translate in corpus order with the features the model needs at inference (no target side). A
+    self-parsing model reads its own trees, or the parser's when `annotations` are given."""
     import torch
 
     from hf_syntax_mt.data import SyntaxFeatureProcessor
@@ -35,7 +36,7 @@ def translate(model, tokenizer, sources: list[str], annotations: Optional[list[A
     config = model.config
     processor = SyntaxFeatureProcessor(
         tokenizer, None,
-        needs_source_heads=config.dependency_relations is not None,
+        needs_source_heads=config.dependency_relations is not None and (not config.self_parsing or annotations is not None),
         needs_source_distances=config.needs_source_distances,
         max_source_length=max_source_length, distance_source=config.distance_source,
         source_spacing=config.source_spacing,
@@ -122,40 +123,49 @@ def dev_feature_batches(corpus: Corpus, model, tokenizer, batch_size: int = 64) 
 
 
 def parse_head_accuracy(model, batches) -> Optional[dict]:
-    """Dev accuracy (%) of the DBSA parse heads (SPEC §5), per side: the share of the subwords the parse
-    loss scores whose argmax head is the parser's head projected to subwords; the decoder reads the
-    reference (teacher forcing). None for a model without parse heads."""
+    """Dev accuracy (%) of the model's parse heads (SPEC §5), per side: the share of the subwords the parse
+    loss scores whose predicted head is the parser's head projected to subwords. DBSA heads ("source",
+    "target"; the decoder reads the reference, teacher forcing) by argmax; a self-parsing model's own parser
+    ("self_parse") by argmax and by the tree it decodes ("self_parse_tree", SPEC §9). None without parse heads."""
     import torch
 
-    from hf_syntax_mt.modeling_syntax_mt import IGNORE_INDEX, shift_target_heads_right
+    from hf_syntax_mt.modeling_syntax_mt import IGNORE_INDEX, decode_source_heads, shift_target_heads_right
 
-    if not (model.config.dbsa_encoder_layer or model.config.dbsa_decoder_layer):
+    config = model.config
+    if not (config.dbsa_encoder_layer or config.dbsa_decoder_layer or config.self_parsing):
         return None
+    special = sorted({i for i in (config.eos_token_id, config.pad_token_id, config.bos_token_id) if i is not None})
     model.eval()
     counts: dict[str, list[int]] = {}
     with torch.no_grad():
         for batch in batches:
             batch = {k: v.to(model.device) for k, v in batch.items()}
             out = model(**batch)
+            source_gold = batch["source_heads"].masked_fill(batch["attention_mask"] == 0, IGNORE_INDEX)
             sides = []
             if out.encoder_parse_logits is not None:
-                sides.append(("source", out.encoder_parse_logits,
-                              batch["source_heads"].masked_fill(batch["attention_mask"] == 0, IGNORE_INDEX)))
+                sides.append(("source", out.encoder_parse_logits.argmax(-1), source_gold))
             if out.decoder_parse_logits is not None:
-                sides.append(("target", out.decoder_parse_logits, shift_target_heads_right(batch["target_heads"])))
-            for side, logits, gold in sides:
-                gold = gold[:, : logits.shape[1]]
+                sides.append(("target", out.decoder_parse_logits.argmax(-1), shift_target_heads_right(batch["target_heads"])))
+            if out.source_tree_logits is not None:
+                sides.append(("self_parse", out.source_tree_logits.argmax(-1), source_gold))
+                tree = decode_source_heads(out.source_tree_logits, batch["input_ids"], batch["attention_mask"], special)
+                sides.append(("self_parse_tree", tree, source_gold))
+            for side, predicted, gold in sides:
+                gold = gold[:, : predicted.shape[1]]
                 scored = gold != IGNORE_INDEX
                 count = counts.setdefault(side, [0, 0])
-                count[0] += int((logits.argmax(-1) == gold)[scored].sum())
+                count[0] += int((predicted == gold)[scored].sum())
                 count[1] += int(scored.sum())
     return {side: round(100 * correct / max(total, 1), 2) for side, (correct, total) in counts.items()}
 
 
 def evaluate_sets(model, tokenizer, corpus: Corpus, sets: dict, out_prefix: Path, num_beams: int) -> dict:
     """Translate each set `{name: (src_path, tgt_path)}` with beam `num_beams`; write hypotheses
-    next to `out_prefix` and return `{name: {bleu, chrf, hypotheses, ...}}`."""
+    next to `out_prefix` and return `{name: {bleu, chrf, hypotheses, ...}}`. A self-parsing model
+    translates each set twice: with its own trees (`name`) and fed the parser's (`<name>_parser_fed`)."""
     recipe = corpus.recipe
+    config = model.config
     results = {}
     for name, (src_path, tgt_path) in sets.items():
         if name == "dev":
@@ -163,20 +173,22 @@ def evaluate_sets(model, tokenizer, corpus: Corpus, sets: dict, out_prefix: Path
         else:
             src, refs = read_pair(src_path, tgt_path)
             src = corpus.prepare_sources(src)
-        annotations = None
-        if model.config.needs_parser_at_inference:
-            annotations = corpus.parses(src, "source", src_path)
-        start = time.time()
-        hyps = translate(model, tokenizer, src, annotations, num_beams, recipe["max_target_length"],
-                         recipe["max_source_length"])
-        hyp_path = Path(f"{out_prefix}.{name}.beam{num_beams}.txt")
-        hyp_path.parent.mkdir(parents=True, exist_ok=True)
-        hyp_path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
-        results[name] = {**score(hyps, refs, recipe["bleu_tokenize"]), "num_beams": num_beams,
-                         "sentences": len(src), "source": str(src_path), "reference": str(tgt_path),
-                         "hypotheses": os.path.relpath(hyp_path, REPO),
-                         "translate_seconds": round(time.time() - start, 1)}
-        logger.info("%s: BLEU %.2f chrF %.2f (beam %d)", name, results[name]["bleu"], results[name]["chrf"], num_beams)
+        runs = [(name, corpus.parses(src, "source", src_path) if config.needs_parser_at_inference else None)]
+        if config.self_parsing:
+            runs.append((f"{name}_parser_fed", corpus.parses(src, "source", src_path)))
+        for run_name, annotations in runs:
+            start = time.time()
+            hyps = translate(model, tokenizer, src, annotations, num_beams, recipe["max_target_length"],
+                             recipe["max_source_length"])
+            hyp_path = Path(f"{out_prefix}.{run_name}.beam{num_beams}.txt")
+            hyp_path.parent.mkdir(parents=True, exist_ok=True)
+            hyp_path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+            results[run_name] = {**score(hyps, refs, recipe["bleu_tokenize"]), "num_beams": num_beams,
+                                 "sentences": len(src), "source": str(src_path), "reference": str(tgt_path),
+                                 "hypotheses": os.path.relpath(hyp_path, REPO),
+                                 "translate_seconds": round(time.time() - start, 1)}
+            logger.info("%s: BLEU %.2f chrF %.2f (beam %d)", run_name, results[run_name]["bleu"],
+                        results[run_name]["chrf"], num_beams)
     return results
 
 
@@ -291,9 +303,11 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     epochs_done = state.global_step / steps_per_epoch
     epochs_this_process = (state.global_step - resumed_step) / steps_per_epoch
     # the eval-order check: a direct greedy pass must give the Trainer's greedy dev BLEU
+    # (the Trainer's collator feeds the parser's trees, also to a self-parsing model)
+    config = model.config
     greedy = translate(model, tokenizer, corpus.texts["dev"][0],
                        corpus.parses(corpus.texts["dev"][0], "source", corpus.paths["dev"][0])
-                       if model.config.needs_parser_at_inference else None,
+                       if config.needs_parser_at_inference or config.self_parsing else None,
                        1, recipe["max_target_length"], recipe["max_source_length"])
     direct_greedy = score(greedy, corpus.texts["dev"][1], recipe["bleu_tokenize"])
     # The check above runs the model as the Trainer evaluated it: with `--bf16`/"bf16" accelerate wraps
