@@ -2,6 +2,7 @@
 
     hf-syntax-mt translate --model DIR [--beams N] [--batch-size B] [FILE] > out.txt
     hf-syntax-mt annotate --parser ja_ginza [--model DIR] [FILE] > features.jsonl
+    hf-syntax-mt annotate --model SELF_PARSING_DIR [--conllu GOLD] [FILE] > parsed.conllu
     hf-syntax-mt plot --model DIR --sentence "..." --kind relations|sla|attention --out fig.png
     hf-syntax-mt train --preset transformer_dep_rel --train_file ... (all of training/train.py)
     hf-syntax-mt demo
@@ -101,11 +102,47 @@ def cmd_translate(args) -> int:
     return 0
 
 
-def cmd_annotate(args) -> int:
-    from .pipeline import decode_line, model_location
+def _decoded_lines(lines: list[bytes], command: str) -> list[str]:
+    from .pipeline import decode_line
 
-    lines = _read_input(args.input)
-    annotator = _annotator(args)
+    texts = []
+    for number, line in enumerate(lines, 1):
+        text, error = decode_line(line, number)
+        if error is not None:
+            print(f"hf-syntax-mt {command}: line {number}: {error} (annotated as an empty line)", file=sys.stderr)
+        texts.append(text)
+    return texts
+
+
+def _annotate_with_own_parser(args, model_dir: str) -> int:
+    """A self-parsing model's own word-level trees as CoNLL-U (`model_parsing.parse_with_model`); the
+    words of `--conllu` (e.g. a treebank's gold tokens) or the tokenizer's units. Empty lines give
+    no sentence and one message on stderr."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from .model_parsing import parse_with_model
+    from .syntax import read_conllu, to_conllu
+
+    if args.conllu:
+        gold = read_conllu(args.conllu)
+        texts, words = [a.text for a in gold], [a.words for a in gold]
+    else:
+        texts, words = _decoded_lines(_read_input(args.input), "annotate"), None
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    keep = [i for i, text in enumerate(texts) if text.strip()]
+    for i in sorted(set(range(len(texts))) - set(keep)):
+        print(f"hf-syntax-mt annotate: line {i + 1} is empty (no sentence written)", file=sys.stderr)
+    parsed = parse_with_model(model, tokenizer, [texts[i] for i in keep],
+                              words=None if words is None else [words[i] for i in keep])
+    for i, annotation in zip(keep, parsed):
+        sys.stdout.write(to_conllu(annotation, sent_id=str(i + 1)) + "\n")
+    return 0
+
+
+def cmd_annotate(args) -> int:
+    from .pipeline import model_location
+
     tokenizer = config = None
     if args.model:
         from transformers import AutoConfig, AutoTokenizer
@@ -113,8 +150,13 @@ def cmd_annotate(args) -> int:
         import hf_syntax_mt  # noqa: F401
 
         model = model_location(args.model)
-        tokenizer = AutoTokenizer.from_pretrained(model)
         config = AutoConfig.from_pretrained(model)
+        if getattr(config, "self_parsing", False) and not args.parser:
+            return _annotate_with_own_parser(args, model)
+        tokenizer = AutoTokenizer.from_pretrained(model)
+    lines = _read_input(args.input)
+    annotator = _annotator(args)
+    if args.model:
         if annotator is None and config.parser:
             from .syntax import load_annotator
 
@@ -128,12 +170,7 @@ def cmd_annotate(args) -> int:
         processor = SyntaxFeatureProcessor(tokenizer, needs_source_heads=True, needs_source_distances=True,
                                            distance_source=args.distance_source,
                                            source_spacing=getattr(config, "source_spacing", "as_is"))
-    texts = []
-    for number, line in enumerate(lines, 1):
-        text, error = decode_line(line, number)
-        if error is not None:
-            print(f"hf-syntax-mt annotate: line {number}: {error} (annotated as an empty line)", file=sys.stderr)
-        texts.append(text)
+    texts = _decoded_lines(lines, "annotate")
     annotations = annotator.annotate(processor.prepare_sources(texts) if processor is not None else texts)
     for number, (line, a) in enumerate(zip(texts, annotations), 1):
         row = {"line": number, "text": line, "words": a.words, "heads": a.heads, "deprels": a.deprels,
@@ -215,8 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_parser_options(p)
     p.add_argument("input", nargs="?", help="input file (default: stdin)")
 
-    p = subs.add_parser("annotate", help="dump parses and model features as JSON lines")
-    p.add_argument("--model", help="model directory: add subword tokens and the features the model gets")
+    p = subs.add_parser("annotate", help="dump parses and model features as JSON lines, or a self-parsing "
+                                         "model's own trees as CoNLL-U")
+    p.add_argument("--model", help="model directory: add subword tokens and the features the model gets; a "
+                                   "self-parsing model without --parser prints its own trees as CoNLL-U (the words of "
+                                   "--conllu, or the tokenizer's)")
     p.add_argument("--distance-source", default="auto", choices=DISTANCE_SOURCES)
     _add_parser_options(p)
     p.add_argument("input", nargs="?", help="input file (default: stdin)")

@@ -14,7 +14,10 @@ from transformers import pipeline
 
 import hf_syntax_mt  # noqa: F401  (registers the pipeline)
 from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
-from hf_syntax_mt.syntax import PreParsedAnnotator, validate_heads
+from hf_syntax_mt.cli import main
+from hf_syntax_mt.data import SyntaxFeatureProcessor
+from hf_syntax_mt.model_parsing import parse_with_model
+from hf_syntax_mt.syntax import PreParsedAnnotator, read_conllu, validate_heads
 from hf_syntax_mt.training import train
 
 
@@ -126,3 +129,51 @@ def test_remote_code_translates_where_no_parser_can_be_imported(trained_self_par
     assert result["loaded"] == []
     assert result["module"].startswith("transformers_modules")  # the model's own saved code
     assert len(result["out"]) == 2 and all(r["translation_text"] for r in result["out"])
+
+
+def _trained(path):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    return AutoModelForSeq2SeqLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
+
+
+def test_parse_with_model_maps_a_projected_tree_back_to_the_gold_words(trained_self_parser, monkeypatch):
+    """End to end through tokenization and alignment: a parse module that predicted exactly the §5
+    projection of the gold trees gives back the gold word trees (SPEC §9)."""
+    model, tokenizer = _trained(trained_self_parser)
+    gold = read_conllu(synthetic_corpus() / "dev.src.conllu")
+    features = SyntaxFeatureProcessor(tokenizer, PreParsedAnnotator(gold), needs_source_heads=True)(
+        annotations=gold, return_tensors="pt")
+    monkeypatch.setattr(model, "predict_heads", lambda input_ids, attention_mask: {
+        "source_heads": features["source_heads"][:, : input_ids.shape[1]]})
+    parsed = parse_with_model(model, tokenizer, [a.text for a in gold], words=[a.words for a in gold], batch_size=len(gold))
+    assert [p.words for p in parsed] == [g.words for g in gold]
+    assert [p.heads for p in parsed] == [g.heads for g in gold]
+
+
+def test_parse_with_model_gives_one_tree_per_line(trained_self_parser):
+    model, tokenizer = _trained(trained_self_parser)
+    lines = (synthetic_corpus() / "dev.src").read_text().splitlines()
+    parsed = parse_with_model(model, tokenizer, lines, batch_size=4)  # words: the tokenizer's units
+    assert len(parsed) == len(lines)
+    for line, annotation in zip(lines, parsed):
+        assert annotation.words == line.split()  # the synthetic source is space-separated
+        validate_heads(annotation.heads, single_tree=True)
+    with pytest.raises(ValueError, match="text 2 is empty"):
+        parse_with_model(model, tokenizer, [lines[0], "  "])
+    plain = SyntaxMTForConditionalGeneration(tiny_config("transformer_dep_rel"))
+    with pytest.raises(ValueError, match="no parser of its own"):
+        parse_with_model(plain, tokenizer, lines)
+
+
+def test_annotate_prints_the_models_own_trees_as_conllu(trained_self_parser, capsys):
+    gold_path = synthetic_corpus() / "dev.src.conllu"
+    assert main(["annotate", "--model", str(trained_self_parser), "--conllu", str(gold_path)]) == 0
+    own = read_conllu(capsys.readouterr().out)
+    gold = read_conllu(gold_path)
+    assert [a.words for a in own] == [a.words for a in gold]  # the gold tokenization, the model's heads
+    source = scratch_dir("annotate_input") / "in.txt"
+    source.write_text((synthetic_corpus() / "dev.src").read_text().splitlines()[0] + "\n\n", encoding="utf-8")
+    assert main(["annotate", "--model", str(trained_self_parser), str(source)]) == 0
+    out = capsys.readouterr()
+    assert len(read_conllu(out.out)) == 1 and "line 2 is empty" in out.err

@@ -15,6 +15,7 @@ from hf_syntax_mt.syntax import (
     reroute_heads,
     tree_roots,
     validate_heads,
+    word_heads_from_subword_heads,
 )
 
 # "My father bought a red car ." — My→father, father→bought, bought=root, a→car, red→car, car→bought, .→bought
@@ -219,3 +220,59 @@ def _ancestors(heads, i):
     while heads[i] != i:
         i = heads[i]
         yield i
+
+
+@settings(max_examples=80, deadline=None)
+@given(forests(max_sentences=1), st.data())
+def test_word_tree_of_a_projected_tree_is_the_word_tree(forest, data):
+    """SPEC §9: mapping a §5 projection back to words gives the words' own tree."""
+    heads, _ = forest
+    pieces = [data.draw(st.integers(1, 3)) for _ in heads]
+    word_ids = [None] + [w for w, p in enumerate(pieces) for _ in range(p)] + [None]
+    sub = project_heads_to_subwords(heads, word_ids)
+    assert word_heads_from_subword_heads(sub, word_ids, len(heads)) == heads
+
+
+@settings(max_examples=80, deadline=None)
+@given(forests(max_sentences=1, max_words=14), st.data())
+def test_word_tree_of_any_subword_tree_is_a_tree(forest, data):
+    """Any single-root subword tree (not only projection-shaped ones, e.g. a model's prediction) maps to
+    one word tree; words without a token attach to the preceding word."""
+    token_heads, _ = forest
+    n_tokens = len(token_heads)
+    n_words = data.draw(st.integers(1, n_tokens + 2))
+    # contiguous words over the tokens; words past the last token (e.g. truncated away) get none
+    cuts = sorted(data.draw(st.lists(st.integers(1, max(n_tokens - 1, 1)), max_size=min(n_words - 1, n_tokens - 1),
+                                     unique=True))) if n_tokens > 1 else []
+    word_ids, w = [], 0
+    for t in range(n_tokens):
+        if w < len(cuts) and t == cuts[w]:
+            w += 1
+        word_ids.append(w)
+    n_words = max(n_words, max(word_ids) + 1)
+    word_heads = word_heads_from_subword_heads(token_heads, word_ids, n_words)
+    validate_heads(word_heads, single_tree=True)
+    assert all(word_heads[w] == max(word_ids) for w in range(max(word_ids) + 1, n_words))
+
+
+def test_word_tree_cycle_through_a_word_is_broken_at_its_highest_subword():
+    # words A = tokens 0, 1 and B = token 2; 0 is the root, 1 -> 2 -> 0: A's last subword leaves A and comes
+    # back, so "the word of the last subword's head" would give A -> B -> A; the highest subword of A is the root
+    assert word_heads_from_subword_heads([0, 2, 0], [0, 0, 1], 2) == [0, 0]
+    # special tokens around the tree are skipped; a word without a token follows its predecessor
+    assert word_heads_from_subword_heads([-100, 2, 2, 2, -100], [None, 0, 2, 2, None], 3) == [2, 0, 2]
+
+
+@pytest.mark.parametrize(
+    "token_heads, word_ids, n_words, message",
+    [
+        ([0, 1], [0, 1], 2, "2 roots"),
+        ([0, 0], [0, 5], 2, "word id 5"),
+        ([0, -100], [0, 1], 2, "has no head"),
+        ([-100, -100], [None, None], 1, "no word has a token"),
+        ([0], [0, 0], 1, "1 token heads for 2 word ids"),
+    ],
+)
+def test_word_tree_errors(token_heads, word_ids, n_words, message):
+    with pytest.raises(ValueError, match=message):
+        word_heads_from_subword_heads(token_heads, word_ids, n_words)

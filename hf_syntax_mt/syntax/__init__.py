@@ -1,7 +1,7 @@
 """Torch-free syntax utilities: trees, syntactic distances, annotators and subword alignment."""
 
 from .alignment import align_tokens_to_words, token_features
-from .annotation import Annotation, annotation_from_spacy, annotation_from_stanza, locate_words, merge_annotations, read_conllu
+from .annotation import Annotation, annotation_from_spacy, annotation_from_stanza, locate_words, merge_annotations, read_conllu, to_conllu
 from .annotators import (
     Annotator, DespacedSpacyAnnotator, PreParsedAnnotator, PretokenizedSpacyAnnotator, SpacyAnnotator, StanzaAnnotator,
     load_annotator,
@@ -36,6 +36,7 @@ from .trees import (
     reroute_heads,
     tree_roots,
     validate_heads,
+    word_heads_from_subword_heads,
 )
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "parse_bracketed",
     "project_heads_to_subwords",
     "read_conllu",
+    "to_conllu",
     "relative_depth_matrix",
     "reroute_heads",
     "syntactic_distance",
@@ -79,4 +81,5 @@ __all__ = [
     "tree_to_bracketed",
     "unsegmented_lines",
     "validate_heads",
+    "word_heads_from_subword_heads",
 ]

@@ -240,6 +240,34 @@ def annotation_from_spacy(doc) -> Annotation:
     return full if all(keep) else drop_words(full, keep)
 
 
+def to_conllu(annotation: Annotation, sent_id: Optional[str] = None) -> str:
+    """``annotation`` as CoNLL-U (the inverse of ``read_conllu``): one block per sentence with
+    ``# sent_id`` (``<sent_id>`` or ``<sent_id>.<k>`` for several sentences) and ``# text``, and ID,
+    FORM, HEAD (1-based, 0 = root) and DEPREL (``root`` / ``dep`` when the parse has no labels)."""
+    blocks = []
+    for s in range(annotation.num_sentences):
+        idx = [i for i, sid in enumerate(annotation.sentence_ids) if sid == s]
+        spans = [annotation.spans[i] for i in idx if annotation.spans[i] is not None]
+        text = annotation.text[spans[0][0]: spans[-1][1]] if spans else " ".join(annotation.words[i] for i in idx)
+        lines = []
+        if sent_id is not None:
+            lines.append(f"# sent_id = {sent_id if annotation.num_sentences == 1 else f'{sent_id}.{s + 1}'}")
+        lines.append(f"# text = {text}")
+        for k, i in enumerate(idx):
+            head = 0 if annotation.heads[i] == i else annotation.heads[i] - idx[0] + 1
+            if annotation.deprels is not None:
+                deprel = annotation.deprels[i]
+            else:
+                deprel = "root" if head == 0 else "dep"
+            following = idx[k + 1] if k + 1 < len(idx) else None
+            glued = (following is not None and annotation.spans[i] is not None and annotation.spans[following] is not None
+                     and annotation.spans[i][1] == annotation.spans[following][0])
+            misc = "SpaceAfter=No" if glued else "_"
+            lines.append("\t".join([str(k + 1), annotation.words[i], "_", "_", "_", "_", str(head), deprel, "_", misc]))
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks)
+
+
 def _conllu_blocks(source: Union[str, Path]) -> list[list[str]]:
     if isinstance(source, str) and "\n" not in source and "\t" not in source:
         source = Path(source)  # a path, not CoNLL-U text

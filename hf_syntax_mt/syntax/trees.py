@@ -201,3 +201,49 @@ def project_heads_to_subwords(
         if toks:
             out[toks[-1]] = toks[-1] if heads[w] == w else positions[heads[w]][0]
     return out
+
+
+def word_heads_from_subword_heads(
+    token_heads: Sequence[int], word_ids: Sequence[Optional[int]], n_words: int, ignore_index: int = IGNORE_INDEX
+) -> list[int]:
+    """The word-level tree of a subword-level tree (SPEC §9; the inverse of `project_heads_to_subwords`).
+
+    ``token_heads[t]`` is the head token of token t (one root pointing to itself; ``ignore_index``
+    outside the tree), ``word_ids[t]`` its word (None outside the tree). The head of word w is the word
+    of the head of w's highest subword (the one closest to the root, the last of the highest on a tie):
+    in the §5 shape that is w's last subword, so a projected tree maps back to the words' tree. The
+    word of the root token is the root. Depth falls along every word arc, so the result is a tree
+    even for subword trees of another shape. A word without a token of its own (merged into a
+    neighbour's subword, or truncated away) is attached to the nearest preceding word that has one
+    (the following one at the start). Returns 0-based word heads, the root pointing to itself.
+    """
+    if len(token_heads) != len(word_ids):
+        raise ValueError(f"{len(token_heads)} token heads for {len(word_ids)} word ids")
+    roots = sorted({r for r in tree_roots(token_heads, ignore_index=ignore_index) if r >= 0})
+    if len(roots) > 1:
+        raise ValueError(f"the subword tree has {len(roots)} roots (tokens {roots}); one is needed")
+    token_depths = depths(token_heads, ignore_index=ignore_index)
+    top: list[Optional[int]] = [None] * n_words
+    for t, w in enumerate(word_ids):
+        if w is None:
+            continue
+        if not 0 <= w < n_words:
+            raise ValueError(f"token {t} has word id {w}, but there are only {n_words} words")
+        if token_heads[t] == ignore_index:
+            raise ValueError(f"token {t} belongs to word {w} but has no head")
+        if top[w] is None or token_depths[t] <= token_depths[top[w]]:
+            top[w] = t
+    with_token = [w for w, t in enumerate(top) if t is not None]
+    if n_words and not with_token:
+        raise ValueError("no word has a token: nothing to parse")
+    heads = []
+    for w, t in enumerate(top):
+        if t is None:
+            before = [v for v in with_token if v < w]
+            heads.append(before[-1] if before else with_token[0])
+            continue
+        head_word = word_ids[token_heads[t]]
+        if head_word is None:
+            raise ValueError(f"token {t} (word {w}) has head token {token_heads[t]}, which belongs to no word")
+        heads.append(head_word)
+    return heads
