@@ -18,7 +18,8 @@ source length n, target length n, random dependency trees and distances as synta
 - Decoding: beam 4 (and greedy), 32 sentences × 30 new tokens, interleaved like training.
 - Pipeline: raw sentences → translations through `pipeline("syntax-translation")` (beam 4, 20 new
   tokens, batch 32), with the time spent in the parser measured separately; presets that need no
-  parser at inference (abs, DBSA) skip it. The text defaults to ../shared's small_parallel_enja dev
+  parser at inference (abs, DBSA, and `<preset>@self`, the preset with its own parse module, SPEC §9,
+  whose untrained parser decodes a tree of random scores) skip it. The text defaults to ../shared's small_parallel_enja dev
   set with its spaces removed (raw Japanese) parsed by GiNZA; `--pipeline-parser` may also name a
   CoNLL-U file of pre-parsed sentences. The models are untrained, hence the fixed output length.
 """
@@ -59,9 +60,11 @@ DEFAULT_PRESETS = [
     "transformer_dbsa",
     "transformer_sla",
     "transformer_dep_rel+transformer_dbsa+transformer_sla",
+    "transformer_dep_rel@self",
 ]
 MARIAN = "marian"
 CHECKPOINTED = "@checkpointed"  # suffix of a preset: the same model under activation_checkpointing_enable()
+SELF_PARSING = "@self"  # suffix of a preset: the same model with its own source parser (self_parsing=True)
 BASELINE = "transformer_abs"
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -104,6 +107,9 @@ def _build(system, size):
         return model, config
     from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
 
+    if system.endswith(SELF_PARSING):
+        config = SyntaxMTConfig.from_preset(system[: -len(SELF_PARSING)], self_parsing=True, **size)
+        return SyntaxMTForConditionalGeneration(config), config
     config = SyntaxMTConfig.from_preset(system, **size)
     return SyntaxMTForConditionalGeneration(config), config
 
@@ -297,7 +303,8 @@ def _ratio(numerator, denominator):
 
 
 def format_tables(results, lengths, presets):
-    """Markdown tables: training tokens/s and memory, decoding, pipeline (see module doc)."""
+    """Markdown tables: training tokens/s and memory, decoding, pipeline (see module doc); a system missing
+    from a part's results (added after that part was last measured) has no row there."""
     train, memory = results["time"]["train"], results["memory"]
     systems = [MARIAN] + presets
     header = ["| system | " + " | ".join(f"n={n} tokens/s ×abs / ×Marian" for n in lengths)
@@ -305,6 +312,8 @@ def format_tables(results, lengths, presets):
               "|---|" + "---|" * (2 * len(lengths))]
     rows = []
     for system in systems:
+        if system not in train or system not in memory:  # not measured in the run that made the JSON
+            continue
         speed_cells = [
             f"{_median_ratio(train[BASELINE][n]['step_s'], train[system][n]['step_s']):.2f} / "
             f"{_median_ratio(train[MARIAN][n]['step_s'], train[system][n]['step_s']):.2f}"
@@ -322,6 +331,8 @@ def format_tables(results, lengths, presets):
     decode = results["time"]["decode"]
     decode_lines = ["", "| system | beam-4 decode time ×Marian | ×abs | greedy ×Marian | beam-4 s (median) |", "|---|---|---|---|---|"]
     for system in systems:
+        if system not in decode:
+            continue
         d = decode[system]
         decode_lines.append(
             f"| {system} | {_median_ratio(d['beam4_s'], decode[MARIAN]['beam4_s']):.2f} | "
@@ -334,6 +345,8 @@ def format_tables(results, lengths, presets):
     if pipeline:
         lines += ["", "| system | pipeline sentences/s | ×abs | parser s / model s per call | parser share |", "|---|---|---|---|---|"]
         for system in presets:
+            if system not in pipeline:
+                continue
             p = pipeline[system]
             total = statistics.median(p["total_s"])
             lines.append(

@@ -54,7 +54,8 @@ def setup(tmp_path_factory):
                                               "training": {"learning_rate": 1e-3}},
                      "transformer_rel@wide": {"preset": "transformer_rel", "model": {"encoder_ffn_dim": 96},
                                               "training": {"learning_rate": 1e-3}},
-                     "transformer_sla@flat": {"preset": "transformer_sla", "model": {"distance_source": "flat"}}},
+                     "transformer_sla@flat": {"preset": "transformer_sla", "model": {"distance_source": "flat"}},
+                     "transformer_dep_rel@self": {"preset": "transformer_dep_rel", "model": {"self_parsing": True}}},
     }
     recipe_path = root / "recipe.json"
     recipe_path.write_text(json.dumps(recipe))
@@ -536,6 +537,29 @@ def test_recipe_variant_runs_under_its_own_name(setup):
     (same_changes,) = against_lines()[1:]
     assert same_changes.startswith("Against `transformer_abs@wide` (the baseline with the same changes): ")
     assert delta(same_changes) == pytest.approx(rel["dev"]["bleu"] - run["dev"]["bleu"], abs=0.011)
+
+
+def test_self_parsing_run_decodes_with_its_own_trees_and_with_the_parsers(setup):
+    root, data, recipe_path, common = setup
+    (run,) = quality.main(["run", *common, "--presets", "transformer_dep_rel@self", "--seeds", "1", "--max-steps", "2"])
+    own, fed = run["dev"], run["extra"]["dev_parser_fed"]
+    assert own["hypotheses"] != fed["hypotheses"] and own["sentences"] == fed["sentences"] == 6
+    assert set(run["dev_parse_head_accuracy"]) == {"self_parse", "self_parse_tree"}
+    assert run["test"]["untranslated_lines"] == [3]  # the blind set's empty line; the rest read the model's own trees
+    # the own-tree translation is the pipeline's, which has no parser for this model
+    from transformers import pipeline
+
+    translate = pipeline("syntax-translation", model=run["run_dir"])
+    assert translate.annotator is None
+    sources = (data / "dev.src").read_text().splitlines()
+    expected = [r["translation_text"].strip() for r in translate(sources, num_beams=2, max_length=12)]
+    assert (REPO / own["hypotheses"]).read_text().splitlines() == expected
+    output = root / "cards" / "RESULTS_self.md"
+    output.parent.mkdir(exist_ok=True)
+    text = quality.main(["summary", *common, "--output", str(output)])
+    (row,) = [line for line in text.splitlines() if line.startswith("| transformer_dep_rel@self | 1 | ")
+              and line.count("|") == 7]
+    assert f"| {own['bleu']:.2f} | {fed['bleu']:.2f} | {own['bleu'] - fed['bleu']:+.2f} [" in row
 
 
 def test_recipe_variant_can_change_the_distance_source(setup):

@@ -170,14 +170,18 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     lines += learning_curve_lines(order, by_preset)
     parsing = [p for p in order if any(r.get("dev_parse_head_accuracy") for r in by_preset[p])]
     if parsing:
-        lines += ["", "DBSA parse heads on dev: % of the subwords the parse loss scores whose argmax head is the "
-                  "parser's head (decoder: teacher-forced reference; mean over the seeds that recorded it):", "",
-                  "| preset | source | target |", "|---|---|---|"]
+        sides = ("source", "target", "self_parse", "self_parse_tree")
+        lines += ["", "Parse heads on dev: % of the subwords the parse loss scores whose predicted head is the "
+                  "parser's head (DBSA source/target heads by argmax, the decoder on the teacher-forced reference; "
+                  "a self-parsing model's own parser by argmax and by the tree it decodes; mean over the seeds "
+                  "that recorded it):", "",
+                  "| preset | DBSA source | DBSA target | own parser (argmax) | own parser (tree) |", "|---|---|---|---|---|"]
         for p in parsing:
             accs = [r["dev_parse_head_accuracy"] for r in by_preset[p] if r.get("dev_parse_head_accuracy")]
             lines.append(f"| {p} | " + " | ".join(
                 f"{np.mean([a[side] for a in accs if side in a]):.2f}" if any(side in a for a in accs) else "–"
-                for side in ("source", "target")) + " |")
+                for side in sides) + " |")
+    lines += self_parsing_lines(recipe, order, by_preset, stats, dev_limit)
     extra_names = sorted({k for r in runs for k in r.get("extra", {})})
     for name in extra_names:
         lines += ["", f"Extra evaluation set `{name}` (beam {recipe['final_num_beams']}):", "",
@@ -192,6 +196,30 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     lines += [r["command"] for p in order for r in sorted(by_preset[p], key=lambda r: r["seed"]) if r.get("command")]
     lines += ["```", ""] + todo
     return "\n".join(lines)
+
+
+def self_parsing_lines(recipe: dict, order: list[str], by_preset: dict, stats: dict, dev_limit: int) -> list[str]:
+    """Self-parsing runs (issue 26): one model decoding with its own trees against the same model fed the
+    parser's trees (`dev_parser_fed`), paired bootstrap per seed set; the preset without self-parsing is
+    compared in the main table."""
+    runs = {p: [r for r in by_preset[p] if "dev_parser_fed" in r.get("extra", {})] for p in order}
+    runs = {p: rs for p, rs in runs.items() if rs}
+    if not runs:
+        return []
+    refs = read_lines(resolve(recipe, recipe["data"]["dev"][1]))[:dev_limit]
+    tokenize = recipe["bleu_tokenize"]
+    lines = ["", "Self-parsing models, dev BLEU of one model decoding with the tree it parses itself against the "
+             "same model fed the parser's trees (paired bootstrap, own − fed):", "",
+             "| preset | seeds | own trees | parser's trees | Δ [95% CI] | p |", "|---|---|---|---|---|---|"]
+    for p, rs in runs.items():
+        seeds = sorted(r["seed"] for r in rs)
+        fed = [bleu_statistics(read_lines(REPO / r["extra"]["dev_parser_fed"]["hypotheses"]), refs, tokenize)
+               for r in sorted(rs, key=lambda r: r["seed"])]
+        t = paired_bootstrap([stats[p][s] for s in seeds], fed, tokenize=tokenize)
+        lines.append(f"| {p} | {','.join(map(str, seeds))} | {_fmt_mean_std([r['dev']['bleu'] for r in rs])} | "
+                     f"{_fmt_mean_std([r['extra']['dev_parser_fed']['bleu'] for r in rs])} | {t['delta']:+.2f} "
+                     f"[{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}] | {t['p_value']:.3f} |")
+    return lines
 
 
 def _fmt_test(t: Optional[dict]) -> str:

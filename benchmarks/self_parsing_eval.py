@@ -1,0 +1,112 @@
+"""How well a self-parsing model parses (issue 26, SPEC §9): agreement with the recipe's parser on dev, and UAS on
+the gold Japanese PUD treebank beside GiNZA's own (benchmarks/ginza_pud_uas.py).
+
+    python benchmarks/self_parsing_eval.py --recipe benchmarks/recipes/small_parallel_enja.ja-en.json \
+        --model $HF_SYNTAX_MT_RUNS/small_parallel_enja.ja-en/transformer_dep_rel@self/seed1
+
+- dev, subword level: the share of subwords whose decoded head (the model's maximum spanning tree) is GiNZA's
+  head projected to subwords (SPEC §5), the tree the relation terms read in training;
+- dev, word level: UAS of the model's word trees (`hf_syntax_mt.model_parsing`, on GiNZA's words) against GiNZA;
+- PUD: UAS against the gold trees, on the gold words (spaced as the model reads its source), and the seconds
+  the model takes to parse them (throughput against GiNZA is measured in one process by benchmarks/speed.py).
+Writes benchmarks/results/self_parsing/<recipe>.<preset>.seed<k>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from quality_lib.corpus import Corpus  # noqa: E402  (puts the repository's hf_syntax_mt first on sys.path)
+from quality_lib.recipes import load_recipe  # noqa: E402
+from quality_lib.runner import device_description  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+PUD = REPO.parent / "shared" / "data" / "ud_pud" / "ja_pud-ud-test.conllu"
+
+
+def subword_agreement(model, tokenizer, annotations, batch_size: int = 64) -> float:
+    """% of tree subwords whose decoded head equals the parser's projected head."""
+    import torch
+
+    from hf_syntax_mt.data import SyntaxFeatureProcessor
+    from hf_syntax_mt.syntax import PreParsedAnnotator
+
+    processor = SyntaxFeatureProcessor(tokenizer, PreParsedAnnotator(annotations), needs_source_heads=True,
+                                       max_source_length=model.config.max_position_embeddings)
+    correct = total = 0
+    for i in range(0, len(annotations), batch_size):
+        batch = processor(annotations=annotations[i: i + batch_size], return_tensors="pt")
+        with torch.no_grad():
+            predicted = model.predict_heads(batch["input_ids"], batch["attention_mask"])["source_heads"]
+        gold = batch["source_heads"]
+        scored = gold != -100
+        correct += int((predicted == gold)[scored].sum())
+        total += int(scored.sum())
+    return round(100 * correct / max(total, 1), 2)
+
+
+def main():
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from hf_syntax_mt.model_parsing import parse_with_model
+    from hf_syntax_mt.syntax import attachment_scores, read_conllu
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--recipe", required=True)
+    parser.add_argument("--model", required=True, help="a self-parsing run directory")
+    parser.add_argument("--runs-dir", default=os.environ.get("HF_SYNTAX_MT_RUNS", str(REPO / "runs")))
+    parser.add_argument("--pud", default=str(PUD))
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    recipe = load_recipe(args.recipe)
+    model = AutoModelForSeq2SeqLM.from_pretrained(args.model).eval()
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    if not getattr(model.config, "self_parsing", False):
+        raise SystemExit(f"{args.model} is not a self-parsing model (config.self_parsing is False)")
+    corpus = Corpus(recipe, Path(args.runs_dir))
+    dev_texts = corpus.texts["dev"][0]
+    ginza = corpus.parses(dev_texts, "source", corpus.paths["dev"][0])
+    result = {"model": args.model, "recipe": recipe["name"], "parser": recipe["source_parser"]["spacy"],
+              "dev_sentences": len(ginza), "dev_subword_agreement": subword_agreement(model, tokenizer, ginza)}
+    own = parse_with_model(model, tokenizer, [a.text for a in ginza], words=[a.words for a in ginza])
+    result["dev_word_agreement_uas"] = round(100 * attachment_scores(ginza, own)["uas"], 2)
+
+    if Path(args.pud).is_file():
+        gold = read_conllu(args.pud)
+        spaced = model.config.source_spacing == "segmented"  # the model read space-segmented Japanese in training
+        texts = [" ".join(a.words) if spaced else a.text for a in gold]
+        start = time.perf_counter()
+        parsed = parse_with_model(model, tokenizer, texts, words=[a.words for a in gold])
+        seconds = time.perf_counter() - start
+        scores = attachment_scores(gold, parsed)  # words aligned by span, whitespace ignored
+        ginza_file = REPO / "benchmarks" / "results" / "ginza_pud_uas.json"
+        reference = json.loads(ginza_file.read_text())["gold_tokenization"] if ginza_file.is_file() else None
+        result["pud"] = {"sentences": len(gold), "input": "gold words joined by spaces" if spaced else "gold text",
+                         "uas": round(100 * scores["uas"], 2), "aligned": round(100 * scores["aligned"], 2),
+                         "seconds": round(seconds, 1),
+                         "ginza_uas_gold_tokenization": round(100 * reference["uas"], 2) if reference else None}
+    else:
+        result["pud"] = None
+        print(f"no {args.pud}: PUD UAS skipped", file=sys.stderr)
+    result.update(threads=torch.get_num_threads(), device=device_description("cpu"),
+                  command="python " + " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]))
+    run = json.loads((Path(args.model) / "quality_run.json").read_text()) if (Path(args.model) / "quality_run.json").is_file() else {}
+    out = Path(args.out) if args.out else (REPO / "benchmarks" / "results" / "self_parsing" /
+                                           f"{recipe['name']}.{run.get('preset', 'model')}.seed{run.get('seed', 0)}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps(result, indent=1, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
