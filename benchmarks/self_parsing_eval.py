@@ -8,7 +8,10 @@ the gold Japanese PUD treebank beside GiNZA's own (benchmarks/ginza_pud_uas.py).
   head projected to subwords (SPEC §5), the tree the relation terms read in training;
 - dev, word level: UAS of the model's word trees (`hf_syntax_mt.model_parsing`, on GiNZA's words) against GiNZA;
 - PUD: UAS against the gold trees, on the gold words (spaced as the model reads its source), and the seconds
-  the model takes to parse them (throughput against GiNZA is measured in one process by benchmarks/speed.py).
+  the model takes to parse them;
+- pipeline: dev sentences/s through `pipeline("syntax-translation")` (beam 4, batch 32) of the model reading its
+  own trees against the same weights without the parse module given the recipe's parser (`annotator=`), timed in
+  alternating rounds.
 Writes benchmarks/results/self_parsing/<recipe>.<preset>.seed<k>.json.
 """
 
@@ -22,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quality_lib.corpus import Corpus  # noqa: E402  (puts the repository's hf_syntax_mt first on sys.path)
+from quality_lib.corpus import Corpus, build_parser  # noqa: E402  (puts the repository's hf_syntax_mt first on sys.path)
 from quality_lib.recipes import load_recipe  # noqa: E402
 from quality_lib.runner import device_description  # noqa: E402
 
@@ -51,6 +54,33 @@ def subword_agreement(model, tokenizer, annotations, batch_size: int = 64) -> fl
     return round(100 * correct / max(total, 1), 2)
 
 
+def pipeline_throughput(model, tokenizer, texts, parser, rounds: int) -> dict:
+    """Sentences/s of raw text -> translation, own trees vs `parser`'s, in alternating rounds (median). The
+    parser-fed model is the same model without its parse module: the preset's model with an external parser."""
+    import copy
+    import statistics
+
+    from transformers import pipeline
+
+    fed = copy.deepcopy(model)
+    fed.get_encoder().source_parser = None  # fed the parser's trees, the parse module's output would go unused
+    systems = {"own_parser": pipeline("syntax-translation", model=model, tokenizer=tokenizer),
+               "external_parser": pipeline("syntax-translation", model=fed, tokenizer=tokenizer, annotator=parser)}
+    for translate in systems.values():
+        translate(texts[:32], batch_size=32, num_beams=4, max_new_tokens=2)  # warm-up, loads the parser
+    seconds = {name: [] for name in systems}
+    for r in range(rounds):
+        for name in (list(systems) if r % 2 == 0 else list(systems)[::-1]):
+            start = time.perf_counter()
+            systems[name](texts, batch_size=32, num_beams=4)
+            seconds[name].append(time.perf_counter() - start)
+    out = {name: {"sentences_per_s": round(len(texts) / statistics.median(times), 2), "seconds": [round(t, 2) for t in times]}
+           for name, times in seconds.items()}
+    out["speedup"] = round(statistics.median(a / b for a, b in zip(seconds["external_parser"], seconds["own_parser"])), 2)
+    out.update(sentences=len(texts), batch_size=32, num_beams=4, parser=parser.to_dict())
+    return out
+
+
 def main():
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
@@ -64,6 +94,8 @@ def main():
     parser.add_argument("--runs-dir", default=os.environ.get("HF_SYNTAX_MT_RUNS", str(REPO / "runs")))
     parser.add_argument("--pud", default=str(PUD))
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--pipeline-sentences", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating timed rounds of the pipeline comparison")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     if args.threads:
@@ -98,6 +130,8 @@ def main():
     else:
         result["pud"] = None
         print(f"no {args.pud}: PUD UAS skipped", file=sys.stderr)
+    result["pipeline"] = pipeline_throughput(model, tokenizer, dev_texts[: args.pipeline_sentences],
+                                             build_parser(recipe["source_parser"]), args.rounds)
     result.update(threads=torch.get_num_threads(), device=device_description("cpu"),
                   command="python " + " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]))
     run = json.loads((Path(args.model) / "quality_run.json").read_text()) if (Path(args.model) / "quality_run.json").is_file() else {}
