@@ -87,8 +87,10 @@ class SyntaxMTConfig(PretrainedConfig):
       Training reads the parser's trees (`source_heads`) in the relation terms and adds
       `self_parsing_loss_weight` · CE(parse scores, parser's heads) to the loss. Cost: the parse
       module adds `self_parsing_layers` / `encoder_layers` of the encoder's FLOPs (plus the arc
-      scores: two d_model × d_k projections per token and one d_k × d_k bilinear form per token pair). Needs dependency relations; SLA distances are not
-      derived from the predicted tree yet.
+      scores: two d_model × d_k projections per token and one d_k × d_k bilinear form per token pair). Needs dependency relations.
+      With SLA, the model derives the distances itself from the subword tree it reads (the parser's in
+      training, its own at inference): 1 + the height of the lowest common ancestor of the two tokens
+      of a gap (`distance_source="dependency"` over subwords; `tree_distances` in the modeling file).
     - `source_spacing`: how source text is spaced before parsing and tokenizing, in training and at
       inference (`hf_syntax_mt.syntax.spacing`): `"as_is"`, `"despace_cjk"` (whitespace next to CJK
       characters removed, so natural and segmented Japanese/Chinese read alike) or `"segmented"`
@@ -267,10 +269,10 @@ class SyntaxMTConfig(PretrainedConfig):
                     "self_parsing=True predicts the source tree for the dependency relation terms, but "
                     "dependency_relations is None: use a dependency preset (e.g. transformer_dep_rel) or self_parsing=False"
                 )
-            if self.sla_layers:
+            if self.sla_layers and self.distance_source not in ("auto", "dependency"):
                 raise ValueError(
-                    "self_parsing=True does not derive SLA distances from the predicted tree yet: set sla_layers=None "
-                    "or self_parsing=False"
+                    f"self_parsing=True derives the SLA distances from the dependency tree the model reads, but "
+                    f"distance_source={self.distance_source!r}: set distance_source='dependency' or self_parsing=False"
                 )
             if self.self_parsing_layers < 1:
                 raise ValueError(f"self_parsing_layers={self.self_parsing_layers} must be >= 1 (the parse module's layers)")
@@ -282,8 +284,9 @@ class SyntaxMTConfig(PretrainedConfig):
 
     @property
     def needs_source_distances(self):
-        """Whether `forward` needs `source_distances` (syntax-guided localized attention)."""
-        return bool(self.sla_layers)
+        """Whether `forward` needs `source_distances` (syntax-guided localized attention; a self-parsing
+        model derives them from its source tree)."""
+        return bool(self.sla_layers) and not self.self_parsing
 
     @property
     def needs_target_heads(self):

@@ -184,6 +184,35 @@ def localized_attention_log_mask(source_distances, tau):
     return torch.where(gap > query + 1, right_cumulative, torch.where(gap < query - 1, left_cumulative, 0.0))
 
 
+def tree_distances(source_heads, large_distance=2000.0):
+    """SLA distances of a self-parsing model (SPEC §6 "beyond the paper", §9), (B, n) float, from the subword tree
+    it reads (the parser's in training, its own at inference), as `dependency_to_distance` over subwords:
+
+        d_t = 1 + height(LCA(t, t+1)),   height(h) = max over descendants x of depth(x) - depth(h),
+
+    and `large_distance` (the data pipeline's LARGE_DISTANCE) for a gap next to a token outside the tree
+    (special tokens, padding) and after the last token."""
+    batch_size, length = source_heads.shape
+    index = torch.arange(length, device=source_heads.device).expand(batch_size, length)
+    in_tree = source_heads >= 0
+    heads = torch.where(in_tree, source_heads, index)  # outside the tree: a root of its own
+    ancestors = torch.zeros(batch_size, length, length, dtype=torch.bool, device=source_heads.device)
+    depth = torch.zeros(batch_size, length, device=source_heads.device)
+    node = index
+    for _ in range(length):  # ancestors[b, x, h]: h is x or an ancestor of x
+        ancestors.scatter_(2, node.unsqueeze(-1), True)
+        parent = heads.gather(1, node)
+        depth = depth + (parent != node)
+        node = parent
+    deepest_below = torch.where(ancestors, depth[:, :, None], -1.0).amax(1)  # (B, h)
+    height = deepest_below - depth
+    common = ancestors[:, :-1] & ancestors[:, 1:]  # common ancestors of t and t + 1
+    lowest = torch.where(common, depth[:, None, :], -1.0).argmax(-1)
+    gaps = 1.0 + height.gather(1, lowest)
+    gaps = gaps.masked_fill(~(in_tree[:, :-1] & in_tree[:, 1:]), large_distance)
+    return torch.cat([gaps, gaps.new_full((batch_size, 1), large_distance)], 1)
+
+
 # ---------------------------------------------------------------------------------------------
 # Building blocks
 # ---------------------------------------------------------------------------------------------
@@ -869,6 +898,13 @@ class SyntaxMTEncoder(SyntaxMTStack):
                 _walk_to_roots(source_heads)  # validates the gold trees of the parse loss
         localized_log_mask = None
         if config.sla_layers:
+            if config.self_parsing:
+                if source_distances is not None:
+                    raise ValueError(
+                        f"{preset} parses for itself (self_parsing=True) and derives its SLA distances from the "
+                        "source tree it reads; pass source_heads (or nothing), not source_distances"
+                    )
+                source_distances = tree_distances(source_heads)
             if source_distances is None:
                 raise ValueError(
                     f"{preset} uses syntax-guided localized attention and needs `source_distances` "

@@ -430,6 +430,7 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
     - evaluates in dataset order (transformers 5.23 shuffles the eval set under
       `train_sampling_strategy="group_by_length"`, which pairs hypotheses with wrong references);
     - `generate` gets the source and its features only (no labels / target_heads);
+    - loading the best checkpoint does not report the tied embeddings as missing keys;
     - `create_model_card` writes this package's card (used by `push_to_hub`).
     """
 
@@ -483,6 +484,16 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
         if labels is not None:
             labels = self._pad_tensors_to_max_len(labels, width)
         return loss, generated, labels
+
+    def _issue_warnings_after_load(self, load_result) -> None:
+        """Checkpoints store one copy of tied weights (`_tied_weights_keys`): the others are not missing,
+        they are re-tied. Warn only about keys that really are missing."""
+        tied = set(getattr(self.model, "_tied_weights_keys", None) or ())
+        missing = [key for key in load_result.missing_keys if key not in tied]
+        if len(missing) < len(load_result.missing_keys):
+            self.model.tie_weights()
+        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing)
+                                           if hasattr(load_result, "_replace") else load_result)
 
     def save_model(self, output_dir: Optional[str] = None, _internal_call: bool = False) -> None:
         if self.processing_class is not None:

@@ -17,7 +17,8 @@ from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
 from hf_syntax_mt.cli import main
 from hf_syntax_mt.data import SyntaxFeatureProcessor
 from hf_syntax_mt.model_parsing import parse_with_model
-from hf_syntax_mt.syntax import PreParsedAnnotator, read_conllu, validate_heads
+from hf_syntax_mt.modeling_syntax_mt import tree_distances
+from hf_syntax_mt.syntax import PreParsedAnnotator, dependency_to_distance, read_conllu, validate_heads
 from hf_syntax_mt.training import train
 
 
@@ -29,15 +30,18 @@ def self_parsing_model(preset="transformer_dep_rel", seed=0):
 def test_configs_that_cannot_use_a_predicted_tree_are_refused():
     with pytest.raises(ValueError, match="dependency_relations is None"):
         SyntaxMTConfig.from_preset("transformer_rel", self_parsing=True)
-    with pytest.raises(ValueError, match="SLA distances"):
-        SyntaxMTConfig.from_preset("transformer_dep_rel+transformer_sla", self_parsing=True)
+    with pytest.raises(ValueError, match="distance_source='flat'"):
+        SyntaxMTConfig.from_preset("transformer_dep_rel+transformer_sla", self_parsing=True, distance_source="flat")
+    combined = SyntaxMTConfig.from_preset("transformer_dep_labeled_rel+transformer_sla", self_parsing=True)
+    assert not combined.needs_source_distances and not combined.needs_parser_at_inference
     with pytest.raises(ValueError, match="self_parsing_layers=0"):
         SyntaxMTConfig.from_preset("transformer_dep", self_parsing=True, self_parsing_layers=0)
     assert not SyntaxMTConfig.from_preset("transformer_dep_rel", self_parsing=True).needs_parser_at_inference
     assert SyntaxMTConfig.from_preset("transformer_dep_rel", self_parsing=True).needs_source_heads  # training
 
 
-@pytest.mark.parametrize("preset", ["transformer_dep", "transformer_dep_rel", "transformer_dep_labeled_rel"])
+@pytest.mark.parametrize("preset", ["transformer_dep", "transformer_dep_rel", "transformer_dep_labeled_rel",
+                                    "transformer_dep_labeled_rel+transformer_sla"])
 def test_generate_with_its_own_tree_equals_generate_fed_that_tree(preset):
     model = self_parsing_model(preset)
     batch = random_batch([7, 5, 9], seed=1)
@@ -51,6 +55,42 @@ def test_generate_with_its_own_tree_equals_generate_fed_that_tree(preset):
     logits_other = model(**inputs, source_heads=batch["source_heads"], decoder_input_ids=own).logits
     assert not torch.allclose(logits_own, logits_other)  # the tree it reads matters
     assert other.shape[0] == own.shape[0]
+
+
+def reference_tree_distances(source_heads):
+    """Straight from SPEC §6/§9: per row, `dependency_to_distance` over the tree tokens, + 1; 2000 elsewhere."""
+    out = torch.full(source_heads.shape, 2000.0)
+    for row, heads in enumerate(source_heads.tolist()):
+        tree = [t for t, h in enumerate(heads) if h != -100]
+        local = [tree.index(heads[t]) for t in tree]
+        for k, d in enumerate(dependency_to_distance(local)):
+            out[row, tree[k]] = d + 1.0
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tree_distances_match_the_reference(seed):
+    batch = random_batch([9, 4, 12, 2, 1 + 1], seed=seed)
+    assert torch.equal(tree_distances(batch["source_heads"]), reference_tree_distances(batch["source_heads"]))
+
+
+def test_sla_distances_follow_the_tree_the_model_reads():
+    """A self-parsing SLA model computes what the same weights without the parse module compute when fed
+    the reference distances of the tree it reads (SPEC §9); passing distances to it is refused."""
+    model = self_parsing_model("transformer_dep_labeled_rel+transformer_sla")
+    twin = SyntaxMTForConditionalGeneration(tiny_config("transformer_dep_labeled_rel+transformer_sla")).eval()
+    missing, unexpected = twin.load_state_dict(model.state_dict(), strict=False)
+    assert not missing and unexpected and all(".source_parser." in k for k in unexpected)
+    batch = random_batch([7, 5, 9], seed=4)
+    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                  decoder_input_ids=torch.tensor([[0, 5, 6]] * 3))
+    for heads in (batch["source_heads"], model.predict_heads(batch["input_ids"], batch["attention_mask"])["source_heads"]):
+        fed = twin(**inputs, source_heads=heads, source_distances=reference_tree_distances(heads)).logits
+        assert torch.allclose(model(**inputs, source_heads=heads).logits, fed, atol=1e-5)
+    own = model(**inputs).logits  # its own tree, and the distances of that tree
+    assert torch.allclose(own, fed, atol=1e-5)
+    with pytest.raises(ValueError, match="not source_distances"):
+        model(**inputs, source_heads=batch["source_heads"], source_distances=batch["source_distances"])
 
 
 def test_predicted_trees_are_well_formed():

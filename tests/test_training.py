@@ -434,3 +434,28 @@ def test_accelerate_two_cpu_processes(tmp_path):
     assert state["epoch"] == pytest.approx(4 / 3, abs=0.01)  # 48 pairs / (2 processes x 8) = 3 steps an epoch
     assert state["global_step"] == 4 and any("eval_bleu" in h for h in state["log_history"])
     assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_loading_the_best_checkpoint_does_not_report_tied_embeddings_missing(monkeypatch):
+    """A checkpoint stores one copy of the tied embeddings; the Trainer must not warn that the others are missing,
+    and must still warn about a key that really is missing."""
+    from hf_syntax_mt import SyntaxMTForConditionalGeneration
+    from hf_syntax_mt.training import SyntaxMTSeq2SeqTrainer
+
+    model = SyntaxMTForConditionalGeneration(SyntaxMTConfig.from_preset(
+        "transformer_abs", vocab_size=40, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32))
+    trainer = object.__new__(SyntaxMTSeq2SeqTrainer)
+    trainer.model = model
+    warnings = []
+    monkeypatch.setattr(transformers.trainer.logger, "warning", lambda message, *args: warnings.append(message))
+    state = {k: v for k, v in model.state_dict().items() if k not in model._tied_weights_keys}
+    fresh = SyntaxMTForConditionalGeneration(model.config)
+    trainer.model = fresh
+    trainer._issue_warnings_after_load(fresh.load_state_dict(state, strict=False))
+    assert warnings == []
+    assert fresh.lm_head.weight.data_ptr() == fresh.model.shared.weight.data_ptr()
+    assert torch.equal(fresh.model.encoder.embed_tokens.weight, model.model.shared.weight)
+    state.pop("model.encoder.layers.0.feed_forward.fc1.weight")
+    trainer._issue_warnings_after_load(fresh.load_state_dict(state, strict=False))
+    assert len(warnings) == 1 and "model.encoder.layers.0.feed_forward.fc1.weight" in warnings[0] and "embed_tokens" not in warnings[0]
