@@ -154,7 +154,7 @@ def plot_attention(model, features: dict, path, layer: int = 1, head: int = 0):
         inputs.pop("source_heads", None)
     if not model.config.sla_layers:
         inputs.pop("source_distances", None)
-    outputs = model.get_encoder()(**inputs, output_attentions=True)
+    outputs = model.get_encoder()(**inputs, output_attentions=True, return_dict=True)
     attentions = outputs.attentions
     if not 1 <= layer <= len(attentions):
         raise ValueError(f"layer {layer} outside 1..{len(attentions)}")

@@ -569,6 +569,11 @@ def _syntax_settings(config: dict) -> str:
 def _inference_notes(config: dict) -> tuple[str, str]:
     """What translating with this model needs: with the package (its parser), and without it."""
     needs_parse = config.get("dependency_relations") is not None or bool(config.get("sla_layers"))
+    if needs_parse and config.get("self_parsing"):
+        return ("It parses its source itself (`self_parsing`: a small parse module decodes one tree per sentence), "
+                "so the pipeline needs no parser; `hf-syntax-mt annotate --model` prints its trees as CoNLL-U.",
+                "As the model derives its source tree itself, `model.generate(**tokenizer(sentences, return_tensors=\"pt\", "
+                "padding=True), num_beams=4)` translates (load it with `trust_remote_code=True`).")
     if not needs_parse:
         return ("It needs no parser at inference (its syntax, if any, is learnt in training).",
                 "As the model needs no syntax at inference, `model.generate(**tokenizer(sentences, return_tensors=\"pt\", "

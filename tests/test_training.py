@@ -198,6 +198,9 @@ def test_model_card_of_a_japanese_model_without_syntax():
     combined = SyntaxMTConfig.from_preset("transformer_dep_rel").to_dict()
     card = write_model_card(scratch_dir("card"), preset="transformer_dep_rel", config=combined).read_text()
     assert "- Syntax: relative_positions=True, dependency_relations=depth, relation_combination=sum\n" in card
+    own_parser = SyntaxMTConfig.from_preset("transformer_dep_rel", self_parsing=True).to_dict()
+    card = write_model_card(scratch_dir("card"), preset="transformer_dep_rel", config=own_parser).read_text()
+    assert "parses its source itself" in card and "source_heads" not in card  # no parser, no hand-built tree
 
 
 def test_component_losses_are_logged():
