@@ -203,7 +203,9 @@ def sentencepiece_to_tokenizers(spm_model: bytes, vocab: dict, special_tokens=("
     piece that Marian looks up in `vocab.json`; here each is covered by the other side's pieces if the
     vocabulary has them (one piece per run where one exists), else by one fused `<unk>`.
     `special_tokens` (and Marian's `>>lang<<` codes in the vocabulary) are special added tokens; `</s>`
-    ends every sequence.
+    ends every sequence. A leading code gives MarianTokenizer's ids (tested); MarianTokenizer reads a code
+    only at the start of the text and spells one elsewhere with SentencePiece pieces, where this reads it
+    as the code token.
     """
     model_pb2 = import_protobuf("converting a SentencePiece model needs protobuf or sentencepiece")
     proto = model_pb2.ModelProto()

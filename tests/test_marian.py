@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, MarianMTModel, pipeline
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, MarianConfig, MarianMTModel, MarianTokenizer, pipeline
 
 from hf_syntax_mt import SyntaxMTForConditionalGeneration, SyntaxMTTokenizer, convert_marian_tokenizer
 from hf_syntax_mt.convert_marian import train_marian_tokenizer
@@ -271,6 +271,27 @@ def test_fast_tokenizer_pair_saves_and_loads(enja_tokenizers, tmp_path):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == dict(expected)
+
+
+def test_fast_tokenizer_reads_a_leading_language_code_as_marian_does(tmp_path):
+    """Multilingual opus-mt models take a target-language code `>>xx<<` at the start of the source: one
+    token, then the text as SentencePiece encodes it on its own (with its dummy prefix)."""
+    english = ["the cat sat on the mat .", "a dog runs in the park .", "she reads a book ."] * 40
+    german = ["die katze sitzt auf der matte .", "ein hund läuft im park .", "sie liest ein buch ."] * 40
+    train_marian_tokenizer(tmp_path, english, german, 60, 60)
+    vocab = json.loads((tmp_path / "vocab.json").read_text(encoding="utf-8"))
+    del vocab["<pad>"]
+    vocab.update({">>de<<": len(vocab), ">>fr<<": len(vocab) + 1})
+    vocab["<pad>"] = len(vocab)
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        marian = MarianTokenizer.from_pretrained(tmp_path)
+    fast = convert_marian_tokenizer(tmp_path)
+    for text in (">>de<< the cat sat .", ">>fr<<a dog runs", "the cat sat ."):
+        ids = fast(text)["input_ids"]
+        assert ids == marian(text)["input_ids"], text
+    assert fast(">>de<< the cat")["input_ids"][0] == vocab[">>de<<"]
 
 
 def test_training_script_fine_tunes_a_marian_checkpoint(tmp_path):
