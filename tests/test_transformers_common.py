@@ -123,9 +123,10 @@ ModelTesterMixin, ids_tensor, ConfigTester = common.ModelTesterMixin, common.ids
 class SyntaxMTModelTester:
     """Marian's tester (tiny sizes) with the syntax features of a preset among the inputs."""
 
-    def __init__(self, parent, preset, batch_size=13, seq_length=7, vocab_size=99, hidden_size=16):
+    def __init__(self, parent, preset, batch_size=13, seq_length=7, vocab_size=99, hidden_size=16, **config_overrides):
         self.parent = parent
         self.preset = preset
+        self.config_overrides = config_overrides
         self.batch_size = batch_size
         self.seq_length = seq_length
         self.vocab_size = vocab_size
@@ -152,6 +153,7 @@ class SyntaxMTModelTester:
             pad_token_id=1,
             bos_token_id=0,
             decoder_start_token_id=3,
+            **self.config_overrides,
         )
 
     def prepare_config_and_inputs(self):
@@ -186,6 +188,7 @@ class SyntaxMTCommonTests(ModelTesterMixin):
     """The battery for one preset (subclasses below set `preset`)."""
 
     preset = None
+    config_overrides = {}
     all_model_classes = (SyntaxMTModel, SyntaxMTForConditionalGeneration)
     is_encoder_decoder = True
     test_can_init_all_missing_weights_before_2023 = True  # run it: the file has no copyright year to go by
@@ -210,7 +213,7 @@ class SyntaxMTCommonTests(ModelTesterMixin):
             del table[SyntaxMTConfig.model_type]
 
     def setUp(self):
-        self.model_tester = SyntaxMTModelTester(self, self.preset)
+        self.model_tester = SyntaxMTModelTester(self, self.preset, **self.config_overrides)
         self.config_tester = ConfigTester(self, config_class=SyntaxMTConfig, d_model=16, encoder_layers=2)
 
     def _prepare_for_class(self, inputs_dict, model_class, return_labels=False):
@@ -232,8 +235,8 @@ class SyntaxMTCommonTests(ModelTesterMixin):
         pass
 
 
-def _battery(preset, **attributes):
-    name = "".join(part.capitalize() for part in preset.split("_")) + "CommonTest"
+def _battery(preset, name_suffix="", **attributes):
+    name = "".join(part.capitalize() for part in preset.split("_")) + name_suffix + "CommonTest"
     return type(name, (SyntaxMTCommonTests, unittest.TestCase), {"preset": preset, "__module__": __name__, **attributes})
 
 
@@ -242,6 +245,9 @@ TransformerRelCommonTest = _battery("transformer_rel")
 TransformerDepRelCommonTest = _battery("transformer_dep_rel")
 TransformerDepLabeledRelCommonTest = _battery("transformer_dep_labeled_rel")
 TransformerSlaCommonTest = _battery("transformer_sla")
+# a model with its own source parser (SPEC §9): trained on the parser's trees (source_heads given, as here)
+TransformerDepRelSelfParsingCommonTest = _battery("transformer_dep_rel", "SelfParsing",
+                                                  config_overrides={"self_parsing": True, "self_parsing_layers": 1})
 TransformerDbsaCommonTest = _battery(
     "transformer_dbsa",
     test_attention_outputs=unittest.skip(
