@@ -21,7 +21,9 @@ The stand-in for a Hub checkpoint such as Helsinki-NLP/opus-mt-ja-en, built from
    scored); before fine-tuning, every arm's converted model translates dev too (`step0`, which must equal
    the pretrained Marian's BLEU for these presets).
 
-Resumable: the pretrained checkpoint and every finished run (`<results>/<arm>/seed<k>.json`) are skipped,
+A pretrained checkpoint committed under `results/marian_finetune/pretrained/` (weights, config and the
+Marian tokenizer files; pretraining takes ~2 h on one CPU core) is fine-tuned as it is, so a later session
+needs only the fine-tuning runs. Resumable: the pretrained checkpoint and every finished run (`<results>/<arm>/seed<k>.json`) are skipped,
 an interrupted run resumes from its last checkpoint. `summary` reports mean ± std over seeds and a paired
 bootstrap (quality.py's: 1,000 samples over dev sentences) of each syntax arm against `marian`.
 """
@@ -250,7 +252,7 @@ def run(args) -> None:
 
     torch.set_num_threads(args.threads)
     corpus = Corpus(args.runs_dir, args.smoke)
-    pretrained = pretrain(corpus, args.runs_dir / "pretrained", args)
+    pretrained = args.pretrained if args.pretrained else pretrain(corpus, args.runs_dir / "pretrained", args)
     args.results_dir.mkdir(parents=True, exist_ok=True)
     reference = args.results_dir / "pretrained.json"
     if not reference.is_file():
@@ -309,6 +311,9 @@ def main(argv=None) -> None:
     parser.add_argument("--finetune-epochs", type=float, default=1)
     parser.add_argument("--finetune-lr", type=float, default=2e-4)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--pretrained", type=Path, default=None,
+                        help="fine-tune this Marian checkpoint instead of pretraining one (default: "
+                             "results/marian_finetune/pretrained when it holds a model, else pretrain into the runs dir)")
     parser.add_argument("--smoke", action="store_true", help="tiny model, 400 pairs, a few steps: checks the pipeline")
     parser.add_argument("--runs-dir", type=Path, default=None, help="checkpoints, parses, features (gitignored)")
     parser.add_argument("--results-dir", type=Path, default=None)
@@ -316,6 +321,8 @@ def main(argv=None) -> None:
     name = "marian_finetune_smoke" if args.smoke else "marian_finetune"
     args.runs_dir = (args.runs_dir or quality.DEFAULT_RUNS.parent / name).resolve()
     args.results_dir = (args.results_dir or (args.runs_dir / "results" if args.smoke else REPO / "benchmarks" / "results" / name)).resolve()
+    if args.pretrained is None and not args.smoke and (args.results_dir / "pretrained" / "model.safetensors").is_file():
+        args.pretrained = args.results_dir / "pretrained"  # the checkpoint a session pretrained and committed
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if args.command == "run":
         run(args)
