@@ -137,7 +137,8 @@ def main():
     ginza = corpus.parses(dev_texts, "source", corpus.paths["dev"][0])
     result = {"model": args.model, "recipe": recipe["name"], "parser": recipe["source_parser"]["spacy"],
               "dev_sentences": len(ginza), "dev_subword_agreement": subword_agreement(model, tokenizer, ginza)}
-    own = parse_with_model(model, tokenizer, [a.text for a in ginza], words=[a.words for a in ginza])
+    own = parse_with_model(model, tokenizer, [a.text for a in ginza], words=[a.words for a in ginza],
+                           spans=[a.spans for a in ginza])  # GiNZA's words may cover a space of the segmented text
     result["dev_word_agreement_uas"] = round(100 * attachment_scores(ginza, own)["uas"], 2)
 
     if Path(args.pud).is_file():

@@ -44,14 +44,18 @@ def parse_with_model(
     tokenizer,
     texts: Sequence[str],
     words: Optional[Sequence[Sequence[str]]] = None,
+    spans: Optional[Sequence[Sequence[tuple[int, int]]]] = None,
     batch_size: int = 32,
     max_source_length: Optional[int] = None,
 ) -> list[Annotation]:
     """One word-level `Annotation` (unlabelled, one tree) per text, parsed by the model itself.
 
     `texts` are spaced as the model reads them (`config.source_spacing` is applied). `words[i]`, when
-    given, are the words of `texts[i]` in order (e.g. gold tokens); a word left without a subword of its
-    own, or truncated at `max_source_length` tokens, is attached to the preceding word."""
+    given, are the words of `texts[i]` in order (e.g. gold tokens), found in the text left to right;
+    `spans[i]` gives their character spans instead, for words whose form is not written as such in the
+    text (a parser's word over a space of a segmented corpus: "送っ" in "送 っ"); they index `texts[i]`, which
+    the model's `source_spacing` must then leave unchanged. A word left without a
+    subword of its own, or truncated at `max_source_length` tokens, is attached to the preceding word."""
     config = model.config
     if not getattr(config, "self_parsing", False):
         raise ValueError(
@@ -60,7 +64,12 @@ def parse_with_model(
         )
     if words is not None and len(words) != len(texts):
         raise ValueError(f"{len(words)} word lists for {len(texts)} texts")
+    if spans is not None and (words is None or [len(s) for s in spans] != [len(w) for w in words]):
+        raise ValueError("spans go with words: one span per word of every text")
     prepared = [apply_source_spacing(text, config.source_spacing) for text in texts]
+    if spans is not None and prepared != list(texts):
+        raise ValueError(f"spans index the text as given, but source_spacing={config.source_spacing!r} changes it: "
+                         "give words without spans")
     for number, text in enumerate(prepared, 1):
         if not text.strip():
             raise ValueError(f"text {number} is empty: there is nothing to parse")
@@ -78,18 +87,18 @@ def parse_with_model(
             offsets = encoded["offset_mapping"][row, :length].tolist()
             special = encoded["special_tokens_mask"][row, :length].tolist()
             if words is None:
-                row_words, spans = _tokenizer_words(text, offsets, encoded.word_ids(row)[:length])
-                if spans and spans[-1][1] < len(text.rstrip()):
+                row_words, row_spans = _tokenizer_words(text, offsets, encoded.word_ids(row)[:length])
+                if row_spans and row_spans[-1][1] < len(text.rstrip()):
                     logger.warning("text %d is longer than %d tokens: its words past the cut are not parsed",
                                    begin + row + 1, max_length)
             else:
                 row_words = list(words[begin + row])
-                spans = locate_words(text, row_words)
+                row_spans = list(spans[begin + row]) if spans is not None else locate_words(text, row_words)
             if not row_words:
                 raise ValueError(f"text {begin + row + 1} has no words")
-            flat = Annotation(text, row_words, spans, [0] * len(row_words))  # words only: the heads come next
+            flat = Annotation(text, row_words, row_spans, [0] * len(row_words))  # words only: the heads come next
             token_words = align_tokens_to_words(flat, offsets, special)
             token_heads = heads[row, :length].tolist()
             word_heads = word_heads_from_subword_heads(token_heads, token_words, len(row_words))
-            out.append(Annotation(text, row_words, spans, word_heads))
+            out.append(Annotation(text, row_words, row_spans, word_heads))
     return out

@@ -191,6 +191,30 @@ def test_parse_with_model_maps_a_projected_tree_back_to_the_gold_words(trained_s
     assert [p.heads for p in parsed] == [g.heads for g in gold]
 
 
+def test_parse_with_model_takes_spans_for_words_over_a_space(trained_self_parser, monkeypatch):
+    """A parser's word may cover a space of a segmented corpus (GiNZA's "送っ" over KyTea's "送 っ"): its form
+    is not in the text, so its span must be given; with the spans the projected tree maps back to the words."""
+    model, tokenizer = _trained(trained_self_parser)
+    gold = []
+    for a in read_conllu(synthetic_corpus() / "dev.src.conllu"):
+        (start, end), cut = a.spans[0], 1  # a space inside the first word, as a segmented corpus writes it
+        text = a.text[: start + cut] + " " + a.text[start + cut:]
+        spans = [a.spans[0][:1] + (end + 1,)] + [(s + 1, e + 1) for s, e in a.spans[1:]]
+        gold.append(type(a)(text, a.words, spans, a.heads))
+    features = SyntaxFeatureProcessor(tokenizer, PreParsedAnnotator(gold), needs_source_heads=True)(
+        annotations=gold, return_tensors="pt")
+    monkeypatch.setattr(model, "predict_heads", lambda input_ids, attention_mask: {
+        "source_heads": features["source_heads"][:, : input_ids.shape[1]]})
+    texts, words = [a.text for a in gold], [a.words for a in gold]
+    parsed = parse_with_model(model, tokenizer, texts, words=words, spans=[a.spans for a in gold], batch_size=len(gold))
+    assert [p.heads for p in parsed] == [g.heads for g in gold]
+    assert [p.spans for p in parsed] == [g.spans for g in gold]
+    found = parse_with_model(model, tokenizer, texts, words=words, batch_size=len(gold))  # forms searched in the text
+    assert all(p.spans[0] is None for p in found)  # the first word's form is not written in its text
+    with pytest.raises(ValueError, match="one span per word"):
+        parse_with_model(model, tokenizer, texts, words=words, spans=[a.spans[1:] for a in gold])
+
+
 def test_parse_with_model_gives_one_tree_per_line(trained_self_parser):
     model, tokenizer = _trained(trained_self_parser)
     lines = (synthetic_corpus() / "dev.src").read_text().splitlines()
