@@ -368,12 +368,16 @@ def save_chart(fig, path: Path) -> Path:
 def learning_curve_lines(order: list[str], by_preset: dict) -> list[str]:
     """Markdown table of the greedy dev BLEU at each evaluation during training, mean over seeds.
 
-    Read from each run's `dev_bleu_by_eval`, whose last entry (the final evaluation of the kept
-    checkpoint) repeats an earlier one and is left out. The best preset of each column is bold."""
+    Read from each run's `dev_bleu_by_eval`; a final evaluation of the kept checkpoint (runs before the
+    Trainer stopped decoding dev again after loading the best checkpoint) comes last, at the step of the
+    evaluation before it, and is left out. The best preset of each column is bold."""
     curves = {p: {} for p in order}
     for p in order:
         for r in by_preset[p]:
-            for h in r.get("dev_bleu_by_eval", [])[:-1]:
+            history = r.get("dev_bleu_by_eval", [])
+            if len(history) > 1 and history[-1]["step"] == history[-2]["step"]:
+                history = history[:-1]
+            for h in history:
                 curves[p].setdefault(h["epoch"], []).append(h["bleu"])
     epochs = sorted({e for curve in curves.values() for e in curve})
     if not epochs:
