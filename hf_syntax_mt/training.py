@@ -876,9 +876,11 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     for side, parser in ((0, annotator), (1, target_annotator)):
         _skip_texts_too_long_for(parser, raw, data_args, side, split_files)
     preparsed = (parser_name or "").lower() == "preparsed"
-    if not isinstance(annotator, PreParsedAnnotator) and annotator is not None:
+    made_by = annotator.made_by if isinstance(annotator, PreParsedAnnotator) else \
+        annotator.to_dict() if annotator is not None else None
+    if made_by:
         # a local model directory means nothing on the machines the model is shared with
-        config.parser = {k: v for k, v in annotator.to_dict().items() if k != "model_dir"}
+        config.parser = {k: v for k, v in made_by.items() if k != "model_dir"}
     elif model is None:
         config.parser = None  # pre-parsed data: users pass annotations (or an annotator) to the pipeline
 
@@ -961,7 +963,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     else:
         training_args.do_eval = True
 
-    parser_text = ("pre-parsed CoNLL-U" if preparsed else json.dumps(config.parser)) if (
+    parser_text = (json.dumps(config.parser) if config.parser else "pre-parsed CoNLL-U" if preparsed
+                   else "pre-parsed (no parser recorded)") if (
         config.needs_source_heads or config.needs_source_distances) else "none (not needed)"
     if config.needs_target_heads:
         parser_text += f"; target: {'pre-parsed CoNLL-U' if target_annotator is None else json.dumps(target_annotator.to_dict()) if not isinstance(target_annotator, PreParsedAnnotator) else 'pre-parsed'}"

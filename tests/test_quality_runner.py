@@ -254,6 +254,9 @@ def test_runner_model_loads_in_the_pipeline_with_its_recorded_parser(tmp_path):
     config = json.loads((run_dir / "config.json").read_text())
     assert config["parser"] == {"type": "spacy_despaced", "model": "ja_ginza", "disable": parser["disable"],
                                 "batch_size": 256}
+    # train() recorded it from the pre-parsed annotator, so the run's model card names it too
+    card_line = next(line for line in (run_dir / "README.md").read_text().splitlines() if "parser:" in line)
+    assert '"spacy_despaced"' in card_line and '"ja_ginza"' in card_line
     translate = pipeline("syntax-translation", model=str(run_dir))
     assert type(translate.annotator).__name__ == "DespacedSpacyAnnotator"
     sources = (tmp_path / "dev.ja").read_text(encoding="utf-8").splitlines()

@@ -46,8 +46,10 @@ def check_parser_installed(spec: dict) -> None:
         )
 
 
-def build_parser(spec: dict) -> Annotator:
-    check_parser_installed(spec)
+def build_parser(spec: dict, check_installed: bool = True) -> Annotator:
+    """The recipe's spaCy parser (loaded on first use); `check_installed=False` only to read its settings."""
+    if check_installed:
+        check_parser_installed(spec)
     cls = (DespacedSpacyAnnotator if spec.get("despace") else
            PretokenizedSpacyAnnotator if spec.get("pretokenized") else SpacyAnnotator)
     return cls(spec["spacy"], disable=spec.get("disable", ()), batch_size=spec.get("batch_size", 256))
@@ -198,11 +200,19 @@ class Corpus:
         source = target = None
         if config.needs_source_heads or config.needs_source_distances:
             source = PreParsedAnnotator(self.parses(self.texts["train"][0], "source", self.paths["train"][0])
-                                        + self.parses(self.texts["dev"][0], "source", self.paths["dev"][0]))
+                                        + self.parses(self.texts["dev"][0], "source", self.paths["dev"][0]),
+                                        made_by=self.parser_settings("source"))
         if config.needs_target_heads:
             target = PreParsedAnnotator(self.parses(self.texts["train"][1], "target", self.paths["train"][1])
-                                        + self.parses(self.texts["dev"][1], "target", self.paths["dev"][1]))
+                                        + self.parses(self.texts["dev"][1], "target", self.paths["dev"][1]),
+                                        made_by=self.parser_settings("target"))
         return source, target
+
+    def parser_settings(self, side: str) -> Optional[dict]:
+        """The settings (`Annotator.to_dict()`) of the parser that makes this side's parse caches, which a
+        trained model records as `config.parser`; None for gold CoNLL-U files (no parser made them)."""
+        spec = self.recipe.get(f"{side}_parser")
+        return build_parser(spec, check_installed=False).to_dict() if spec and "conllu_suffix" not in spec else None
 
     def raw_datasets(self):
         import datasets

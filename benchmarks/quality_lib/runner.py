@@ -14,7 +14,7 @@ from typing import Iterator, Optional, Sequence
 
 from hf_syntax_mt.syntax import Annotation
 
-from .corpus import Corpus, alignment_report, build_parser, parser_label
+from .corpus import Corpus, alignment_report, parser_label
 from .recipes import REPO, grid_runs, load_recipe, read_lines, read_pair, resolve, run_config, run_settings
 
 logger = logging.getLogger("quality")
@@ -243,13 +243,13 @@ def translate_blind(model, tokenizer, corpus: Corpus, out_prefix: Path) -> Optio
 
 def record_parser(model, corpus: Corpus, run_dir: Path) -> None:
     """Record in the run's saved config the source parser (with its settings) that made the parse caches the
-    run trained on: the runner hands `train` pre-parsed annotations, so it records none, and without it
-    `pipeline("syntax-translation", model=run_dir)` has no parser to build. Gold CoNLL-U files name no parser."""
-    spec = corpus.recipe.get("source_parser")
+    run trained on, where it lacks it: `train` records it from the pre-parsed annotator's `made_by`, but runs
+    saved before that recorded none, and without it `pipeline("syntax-translation", model=run_dir)` has no
+    parser to build. Gold CoNLL-U files name no parser."""
     config = model.config
-    if not spec or "conllu_suffix" in spec or not (config.needs_source_heads or config.needs_source_distances):
+    parser = corpus.parser_settings("source")
+    if not parser or not (config.needs_source_heads or config.needs_source_distances):
         return
-    parser = build_parser(spec).to_dict()
     if config.parser != parser:
         config.parser = parser
         config.save_pretrained(run_dir)

@@ -293,13 +293,16 @@ class PreParsedAnnotator(Annotator):
     A text matches an annotation with the same text, ignoring leading/trailing whitespace, or
     else one whose text differs only in whitespace (a segmented treebank looked up by the
     despaced text a ``source_spacing="despace_cjk"`` model reads; ``SyntaxFeatureProcessor``
-    re-indexes its spans); an unknown text raises ``ValueError``.
+    re-indexes its spans); an unknown text raises ``ValueError``. ``made_by``: the settings
+    (``Annotator.to_dict()``) of the parser that made the annotations, if one did; ``train`` records
+    them in the model's ``config.parser``, so the trained model's pipeline parses new text the same way.
     """
 
     name = "preparsed"
 
-    def __init__(self, annotations: Sequence[Annotation]):
+    def __init__(self, annotations: Sequence[Annotation], made_by: Optional[dict] = None):
         self.annotations = list(annotations)
+        self.made_by = dict(made_by) if made_by else None
         self._index = {a.text.strip(): a for a in self.annotations}
         self._unspaced_index = {"".join(a.text.split()): a for a in self.annotations}
 
