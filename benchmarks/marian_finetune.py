@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quality  # noqa: E402  (benchmarks/ is on sys.path with this script)
-from quality_lib.corpus import parse_cached  # noqa: E402
+from quality_lib.corpus import build_parser, parse_cached  # noqa: E402
 from quality_lib.runner import score, translate  # noqa: E402
 from quality_lib.summary import bleu_statistics, paired_bootstrap  # noqa: E402
 from hf_syntax_mt.syntax import PreParsedAnnotator, apply_source_spacing  # noqa: E402
@@ -232,7 +232,8 @@ def finetune(arm: str, seed: int, pretrained: Path, corpus: Corpus, files: dict,
     )
     annotator = None
     if needs_parse:
-        annotator = PreParsedAnnotator(corpus.parses("train") + corpus.parses("dev"))
+        annotator = PreParsedAnnotator(corpus.parses("train") + corpus.parses("dev"),
+                                       made_by=build_parser(PARSER, check_installed=False).to_dict())
     start = time.time()
     trained = train(model_args, data_args, training_args, annotator=annotator,
                     command=" ".join([sys.executable, *sys.argv]))
