@@ -6,20 +6,13 @@ import tempfile
 from pathlib import Path
 
 import torch
+from model_helpers import TINY as MODEL_TINY
 
 from hf_syntax_mt.synthetic import write_synthetic_corpus
 from hf_syntax_mt.training import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
 
-TINY = dict(
-    d_model=32,
-    encoder_layers=2,
-    decoder_layers=2,
-    encoder_attention_heads=4,
-    decoder_attention_heads=4,
-    encoder_ffn_dim=64,
-    decoder_ffn_dim=64,
-    dropout=0.0,
-)
+# the model tests' tiny sizes; the vocabulary is the trained tokenizer's, positions the default
+TINY = {k: v for k, v in MODEL_TINY.items() if k not in ("vocab_size", "max_position_embeddings")}
 TINY_OVERRIDES = ",".join(f"{k}={v}" for k, v in TINY.items())
 
 torch.set_num_threads(1)  # tiny models: one thread is as fast and does not fight over the 2 shared cores
