@@ -91,6 +91,9 @@ class SyntaxMTConfig(PretrainedConfig):
       With SLA, the model derives the distances itself from the subword tree it reads (the parser's in
       training, its own at inference): 1 + the height of the lowest common ancestor of the two tokens
       of a gap (`distance_source="dependency"` over subwords; `tree_distances` in the modeling file).
+      `self_parsing_own_tree_rate` p: in training, each sentence's relation terms read the model's own
+      decoded tree with probability p instead of the parser's (exposure to its own parse errors, which
+      it meets at inference); the parse loss always takes the parser's. Default 0: the parser's trees only.
     - `source_spacing`: how source text is spaced before parsing and tokenizing, in training and at
       inference (`hf_syntax_mt.syntax.spacing`): `"as_is"`, `"despace_cjk"` (whitespace next to CJK
       characters removed, so natural and segmented Japanese/Chinese read alike) or `"segmented"`
@@ -151,6 +154,7 @@ class SyntaxMTConfig(PretrainedConfig):
         self_parsing=False,
         self_parsing_layers=2,
         self_parsing_loss_weight=1.0,
+        self_parsing_own_tree_rate=0.0,
         preset=None,
         parser=None,
         use_cache=True,
@@ -201,6 +205,7 @@ class SyntaxMTConfig(PretrainedConfig):
         self.self_parsing = self_parsing
         self.self_parsing_layers = self_parsing_layers
         self.self_parsing_loss_weight = self_parsing_loss_weight
+        self.self_parsing_own_tree_rate = self_parsing_own_tree_rate
         self.preset = preset
         self.parser = parser
         self.use_cache = use_cache
@@ -276,6 +281,12 @@ class SyntaxMTConfig(PretrainedConfig):
                 )
             if self.self_parsing_layers < 1:
                 raise ValueError(f"self_parsing_layers={self.self_parsing_layers} must be >= 1 (the parse module's layers)")
+        if not 0.0 <= self.self_parsing_own_tree_rate <= 1.0:
+            raise ValueError(f"self_parsing_own_tree_rate={self.self_parsing_own_tree_rate} must be in [0, 1] "
+                             "(the share of training sentences that read the model's own tree)")
+        if self.self_parsing_own_tree_rate and not self.self_parsing:
+            raise ValueError(f"self_parsing_own_tree_rate={self.self_parsing_own_tree_rate} needs a parser of the "
+                             "model's own: set self_parsing=True, or self_parsing_own_tree_rate=0")
 
     @property
     def needs_source_heads(self):

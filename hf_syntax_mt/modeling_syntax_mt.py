@@ -875,12 +875,18 @@ class SyntaxMTEncoder(SyntaxMTStack):
         source_tree_logits = None
         if self.source_parser is not None:
             source_tree_logits = self.source_parser(hidden_states, attention_mask.bool(), relative_ids)
-            if source_heads is None:
+            own_tree_rate = config.self_parsing_own_tree_rate if self.training else 0.0
+            if source_heads is None or own_tree_rate:
                 if input_ids is None:
                     raise ValueError("a self-parsing model needs input_ids (not inputs_embeds) to find the tree tokens "
                                      "when no source_heads are given")
                 special = {i for i in (config.eos_token_id, config.pad_token_id, config.bos_token_id) if i is not None}
-                source_heads = decode_source_heads(source_tree_logits, input_ids, attention_mask, sorted(special))
+                own_heads = decode_source_heads(source_tree_logits, input_ids, attention_mask, sorted(special))
+                if source_heads is None:
+                    source_heads = own_heads
+                else:  # training: a share of the sentences read the model's own tree
+                    own = torch.rand(batch_size, device=own_heads.device) < own_tree_rate
+                    source_heads = torch.where(own[:, None], own_heads, source_heads)
         dependency = None
         if config.dependency_relations is not None or (config.dbsa_encoder_layer and source_heads is not None):
             if source_heads is None:

@@ -118,6 +118,50 @@ def test_training_loss_supervises_the_parse_module():
         model(**without, labels=labels)
 
 
+def test_own_tree_rate_mixes_the_models_trees_into_training():
+    """self_parsing_own_tree_rate p: in training a sentence's relation terms read the model's own decoded tree
+    with probability p (p=1: every sentence, the same as feeding that tree; p=0: the parser's); the parse loss
+    always takes the parser's tree; evaluation reads the given trees."""
+    batch = random_batch([7, 5, 9], seed=4)
+    labels = torch.randint(3, 40, (3, 4))
+    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+    mixed = SyntaxMTForConditionalGeneration(tiny_config("transformer_dep_rel", self_parsing=True,
+                                                         self_parsing_own_tree_rate=1.0))
+    with torch.no_grad():  # relation tables large enough that the tree read shows in the loss
+        for name, param in mixed.named_parameters():
+            if "relations.dependency" in name:
+                param.normal_(0, 1)
+    parser_only = SyntaxMTForConditionalGeneration(tiny_config("transformer_dep_rel", self_parsing=True))
+    parser_only.load_state_dict(mixed.state_dict())
+    own = parser_only.eval().predict_heads(**inputs)["source_heads"]
+    assert not torch.equal(own, batch["source_heads"])
+    mixed.train(), parser_only.train()  # dropout 0 (TINY): train mode differs only by the tree read
+    out = mixed(**batch, labels=labels)
+    fed_own = parser_only(**inputs, source_heads=own, labels=labels)
+    fed_parser = parser_only(**batch, labels=labels)
+    assert torch.equal(out.source_heads, own)
+    assert torch.allclose(out.encoder_last_hidden_state, fed_own.encoder_last_hidden_state)
+    assert torch.allclose(out.token_loss, fed_own.token_loss)
+    assert not torch.allclose(out.encoder_last_hidden_state, fed_parser.encoder_last_hidden_state, atol=1e-3)
+    assert torch.allclose(out.source_tree_loss, fed_parser.source_tree_loss)  # supervised by the parser's tree
+    half = SyntaxMTForConditionalGeneration(tiny_config("transformer_dep_rel", self_parsing=True,
+                                                        self_parsing_own_tree_rate=0.5)).train()
+    half.load_state_dict(mixed.state_dict())
+    rows = set()
+    for seed in range(20):
+        torch.manual_seed(seed)
+        read = half(**batch, labels=labels).source_heads
+        for row in range(3):
+            assert torch.equal(read[row], own[row]) or torch.equal(read[row], batch["source_heads"][row])
+            rows.add((row, torch.equal(read[row], own[row])))
+    assert len(rows) == 6  # every sentence read each kind of tree in some batch
+    assert torch.equal(half.eval()(**batch, labels=labels).source_heads, batch["source_heads"])
+    with pytest.raises(ValueError, match="self_parsing_own_tree_rate=1.5 must be in"):
+        SyntaxMTConfig.from_preset("transformer_dep_rel", self_parsing=True, self_parsing_own_tree_rate=1.5)
+    with pytest.raises(ValueError, match="set self_parsing=True"):
+        SyntaxMTConfig.from_preset("transformer_dep_rel", self_parsing_own_tree_rate=0.5)
+
+
 @pytest.fixture(scope="module")
 def trained_self_parser():
     out = scratch_dir("self_parsing")
