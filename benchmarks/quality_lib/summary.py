@@ -187,9 +187,9 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
         lines += ["", f"Extra evaluation set `{name}` (beam {recipe['final_num_beams']}):", "",
                   "| preset | seeds | BLEU | chrF |", "|---|---|---|---|"]
         for p in order:
-            rs = [r for r in by_preset[p] if name in r.get("extra", {})]
+            rs = sorted((r for r in by_preset[p] if name in r.get("extra", {})), key=lambda r: r["seed"])
             if rs:
-                lines.append(f"| {p} | {len(rs)} | {_fmt_mean_std([r['extra'][name]['bleu'] for r in rs])} | "
+                lines.append(f"| {p} | {','.join(str(r['seed']) for r in rs)} | {_fmt_mean_std([r['extra'][name]['bleu'] for r in rs])} | "
                              f"{_fmt_mean_std([r['extra'][name]['chrf'] for r in rs])} |")
     chart = plot_chart(recipe, order, by_preset, chart_dir)
     lines += ["", f"![dev BLEU per preset]({os.path.relpath(chart, RESULTS_MD.parent)})", "", "Commands:", "", "```"]
