@@ -116,25 +116,31 @@ def _decoded_lines(lines: list[bytes], command: str) -> list[str]:
 
 def _annotate_with_own_parser(args, model_dir: str) -> int:
     """A self-parsing model's own word-level trees as CoNLL-U (`model_parsing.parse_with_model`); the
-    words of `--conllu` (e.g. a treebank's gold tokens) or the tokenizer's units. Empty lines give
-    no sentence and one message on stderr."""
+    words of `--conllu` (e.g. a treebank's gold tokens, placed by the file's spans, so a multi-word token
+    such as "zum" = "zu" + "dem" keeps its place, when the model's `source_spacing` leaves the `# text`
+    unchanged; else found by their forms) or the tokenizer's units. Empty lines give no sentence and
+    one message on stderr."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from .model_parsing import parse_with_model
-    from .syntax import read_conllu, to_conllu
+    from .syntax import apply_source_spacing, read_conllu, to_conllu
 
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    words = spans = None
     if args.conllu:
         gold = read_conllu(args.conllu)
         texts, words = [a.text for a in gold], [a.words for a in gold]
+        if all(apply_source_spacing(text, model.config.source_spacing) == text for text in texts):
+            spans = [a.spans for a in gold]
     else:
-        texts, words = _decoded_lines(_read_input(args.input), "annotate"), None
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        texts = _decoded_lines(_read_input(args.input), "annotate")
     keep = [i for i, text in enumerate(texts) if text.strip()]
     for i in sorted(set(range(len(texts))) - set(keep)):
         print(f"hf-syntax-mt annotate: line {i + 1} is empty (no sentence written)", file=sys.stderr)
     parsed = parse_with_model(model, tokenizer, [texts[i] for i in keep],
-                              words=None if words is None else [words[i] for i in keep])
+                              words=None if words is None else [words[i] for i in keep],
+                              spans=None if spans is None else [spans[i] for i in keep])
     for i, annotation in zip(keep, parsed):
         sys.stdout.write(to_conllu(annotation, sent_id=str(i + 1)) + "\n")
     return 0

@@ -183,6 +183,37 @@ def test_pipeline_translates_without_a_parser(trained_self_parser):
     assert len(forced(lines, num_beams=2)) == 3
 
 
+
+def test_annotate_places_multiword_tokens_by_their_span(trained_self_parser, capsys):
+    """A gold multi-word token ("train" read as the words "Xa" + "Xb", forms not in the text) takes the
+    model's head for "train"; its second word hangs on its first; every other word keeps its head."""
+    plain_lines = (synthetic_corpus() / "dev.src.conllu").read_text(encoding="utf-8").split("\n\n")[0].splitlines()
+    rows = [line.split("\t") for line in plain_lines if not line.startswith("#")]
+    shift = {0: 0, **{i: i + (i >= 3) for i in range(1, len(rows) + 1)}}  # 1-based plain id -> id with "Xb" inserted
+    mwt = [line for line in plain_lines if line.startswith("#")]
+    for row in rows:
+        cols = list(row)
+        cols[0], cols[6] = str(shift[int(cols[0])]), str(shift[int(cols[6])])
+        if cols[1] == "train":
+            mwt.append("\t".join(["2-3", "train"] + ["_"] * 8))
+            mwt.append("\t".join(cols[:1] + ["Xa", "Xa"] + cols[3:]))
+            mwt.append("\t".join(["3", "Xb", "Xb"] + cols[3:6] + ["2", "fixed", "_", "_"]))
+        else:
+            mwt.append("\t".join(cols))
+    directory = scratch_dir("annotate_mwt")
+    (directory / "plain.conllu").write_text("\n".join(plain_lines) + "\n\n", encoding="utf-8")
+    (directory / "mwt.conllu").write_text("\n".join(mwt) + "\n\n", encoding="utf-8")
+    assert rows[1][1] == "train"
+    parsed = {}
+    for name in ("plain", "mwt"):
+        assert main(["annotate", "--model", str(trained_self_parser), "--conllu", str(directory / f"{name}.conllu")]) == 0
+        parsed[name] = read_conllu(capsys.readouterr().out)[0]
+    assert parsed["mwt"].words[:3] == ["no", "Xa", "Xb"]
+    position = {i: shift[i + 1] - 1 for i in range(len(rows))}  # 0-based
+    for i, head in enumerate(parsed["plain"].heads):
+        assert parsed["mwt"].heads[position[i]] == position[head]
+    assert parsed["mwt"].heads[2] == 1
+
 def test_remote_code_translates_where_no_parser_can_be_imported(trained_self_parser):
     lines = (synthetic_corpus() / "dev.src").read_text().splitlines()[:2]
     script = textwrap.dedent(f"""
