@@ -1,6 +1,7 @@
 """Does the syntax help a pretrained model? Pretrain a MarianMT model, then fine-tune it three ways.
 
     python benchmarks/marian_finetune.py run     [--seeds 1,2,3] [--arms marian,dep_rel,dep_labeled_rel] [--threads 2]
+    python benchmarks/marian_finetune.py step0                        # converted models before fine-tuning only
     python benchmarks/marian_finetune.py summary                      # results/<name>/summary.md
     python benchmarks/marian_finetune.py run --smoke                  # tiny sizes and steps: checks the pipeline only
 
@@ -19,7 +20,8 @@ The stand-in for a Hub checkpoint such as Helsinki-NLP/opus-mt-ja-en, built from
    GiNZA parses computed once (cached by `quality.py`'s parse cache) and shared by all runs;
 4. each run's best checkpoint translates dev (beam 4, scored) and test.ja (beam 4, blind: written, never
    scored); before fine-tuning, every arm's converted model translates dev too (`step0`, which must equal
-   the pretrained Marian's BLEU for these presets).
+   the pretrained Marian's BLEU for these presets), and so do `transformer_dbsa` (its parse heads start as the
+   heads they replace: unchanged) and `transformer_sla` (its masks change the function: how far BLEU moves).
 
 A pretrained checkpoint committed under `results/marian_finetune/pretrained/` (weights, config and the
 Marian tokenizer files; pretraining takes ~2 h on one CPU core) is fine-tuned as it is, so a later session
@@ -56,6 +58,7 @@ logger = logging.getLogger("marian_finetune")
 
 CORPUS = REPO.parent / "shared" / "data" / "small_parallel_enja"
 ARMS = {"marian": "transformer_abs", "dep_rel": "transformer_dep_rel", "dep_labeled_rel": "transformer_dep_labeled_rel"}
+STEP0_ONLY = {"dbsa": "transformer_dbsa", "sla": "transformer_sla"}  # converted and scored, not fine-tuned
 PARSER = {"spacy": "ja_ginza", "disable": ["ner", "morphologizer", "compound_splitter", "bunsetu_recognizer"]}
 MODEL = dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4,
              encoder_ffn_dim=1024, decoder_ffn_dim=1024, activation_function="swish", scale_embedding=True,
@@ -196,13 +199,17 @@ def step0(arm: str, pretrained: Path, corpus: Corpus, results_dir: Path) -> dict
     path = results_dir / arm / "step0.json"
     if path.is_file():
         return json.loads(path.read_text())
-    model = SyntaxMTForConditionalGeneration.from_marian(pretrained, preset=ARMS[arm])
+    preset = {**ARMS, **STEP0_ONLY}[arm]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = SyntaxMTForConditionalGeneration.from_marian(pretrained, preset=preset)
     model.config.source_spacing = "despace_cjk"
     tokenizer = convert_marian_tokenizer(pretrained)
     needs_parse = model.config.needs_parser_at_inference
     hyps = translate(model, tokenizer, corpus.sources["dev"], corpus.parses("dev") if needs_parse else None,
                              BEAMS, MAX_LENGTH, MAX_LENGTH)
-    result = {"arm": arm, "preset": ARMS[arm], **score(hyps, corpus.targets["dev"], BLEU_TOKENIZE)}
+    result = {"arm": arm, "preset": preset, **score(hyps, corpus.targets["dev"], BLEU_TOKENIZE),
+              "conversion_warnings": [str(w.message) for w in caught if "LayerDrop" not in str(w.message)]}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")
     return result
@@ -257,6 +264,10 @@ def run(args) -> None:
     torch.set_num_threads(args.threads)
     corpus = Corpus(args.runs_dir, args.smoke)
     pretrained = args.pretrained if args.pretrained else pretrain(corpus, args.runs_dir / "pretrained", args)
+    if args.command == "step0":
+        for arm in [*args.arms.split(","), *STEP0_ONLY]:
+            logger.info("%s before fine-tuning: %s", arm, step0(arm, pretrained, corpus, args.results_dir))
+        return
     args.results_dir.mkdir(parents=True, exist_ok=True)
     reference = args.results_dir / "pretrained.json"
     if not reference.is_file():
@@ -264,7 +275,7 @@ def run(args) -> None:
         reference.write_text(json.dumps({k: v for k, v in scores.items() if k != "hypotheses"}, indent=1) + "\n")
     files = corpus.write_pairs(args.runs_dir / "data")
     arms = args.arms.split(",")
-    for arm in arms:
+    for arm in [*arms, *STEP0_ONLY]:
         logger.info("%s before fine-tuning: %s", arm, step0(arm, pretrained, corpus, args.results_dir))
     for seed in [int(s) for s in args.seeds.split(",")]:
         for arm in arms:
@@ -301,6 +312,11 @@ def summary(args) -> str:
         std = float(np.std(bleus, ddof=1)) if len(bleus) > 1 else 0.0
         lines.append(f"| {arm} | {preset} | {zero} | {np.mean(bleus):.2f} ± {std:.2f} | "
                      f"{','.join(str(r['seed']) for r in results)} | {delta} | {p_value} |")
+    for arm, preset in STEP0_ONLY.items():
+        step0_path = args.results_dir / arm / "step0.json"
+        if step0_path.is_file():
+            lines.append(f"| {arm} (converted only) | {preset} | {json.loads(step0_path.read_text())['bleu']:.2f} "
+                         "| not fine-tuned | – | – | – |")
     text = "\n".join(lines) + "\n"
     (args.results_dir / "summary.md").write_text(text, encoding="utf-8")
     if not args.smoke and args.results_dir == DEFAULT_RESULTS:
@@ -329,7 +345,7 @@ def results_section(table: str, results_dir: Path) -> str:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["run", "summary"])
+    parser.add_argument("command", choices=["run", "step0", "summary"])
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--pretrain-epochs", type=float, default=8)
@@ -349,7 +365,7 @@ def main(argv=None) -> None:
     if args.pretrained is None and not args.smoke and (args.results_dir / "pretrained" / "model.safetensors").is_file():
         args.pretrained = args.results_dir / "pretrained"  # the checkpoint a session pretrained and committed
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    if args.command == "run":
+    if args.command in ("run", "step0"):
         run(args)
     print(summary(args))
 
