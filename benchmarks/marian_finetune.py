@@ -264,19 +264,17 @@ def run(args) -> None:
     torch.set_num_threads(args.threads)
     corpus = Corpus(args.runs_dir, args.smoke)
     pretrained = args.pretrained if args.pretrained else pretrain(corpus, args.runs_dir / "pretrained", args)
-    if args.command == "step0":
-        for arm in [*args.arms.split(","), *STEP0_ONLY]:
-            logger.info("%s before fine-tuning: %s", arm, step0(arm, pretrained, corpus, args.results_dir))
-        return
     args.results_dir.mkdir(parents=True, exist_ok=True)
     reference = args.results_dir / "pretrained.json"
     if not reference.is_file():
         scores = marian_dev_bleu(pretrained, corpus)
         reference.write_text(json.dumps({k: v for k, v in scores.items() if k != "hypotheses"}, indent=1) + "\n")
-    files = corpus.write_pairs(args.runs_dir / "data")
     arms = args.arms.split(",")
     for arm in [*arms, *STEP0_ONLY]:
         logger.info("%s before fine-tuning: %s", arm, step0(arm, pretrained, corpus, args.results_dir))
+    if args.command == "step0":
+        return
+    files = corpus.write_pairs(args.runs_dir / "data")
     for seed in [int(s) for s in args.seeds.split(",")]:
         for arm in arms:
             finetune(arm, seed, pretrained, corpus, files, args)

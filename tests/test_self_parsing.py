@@ -183,7 +183,6 @@ def test_pipeline_translates_without_a_parser(trained_self_parser):
     assert len(forced(lines, num_beams=2)) == 3
 
 
-
 def test_annotate_places_multiword_tokens_by_their_span(trained_self_parser, capsys):
     """A gold multi-word token ("train" read as the words "Xa" + "Xb", forms not in the text) takes the
     model's head for "train"; its second word hangs on its first; every other word keeps its head."""
@@ -213,6 +212,7 @@ def test_annotate_places_multiword_tokens_by_their_span(trained_self_parser, cap
     for i, head in enumerate(parsed["plain"].heads):
         assert parsed["mwt"].heads[position[i]] == position[head]
     assert parsed["mwt"].heads[2] == 1
+
 
 def test_remote_code_translates_where_no_parser_can_be_imported(trained_self_parser):
     lines = (synthetic_corpus() / "dev.src").read_text().splitlines()[:2]
