@@ -69,6 +69,7 @@ from .configuration_syntax_mt import SyntaxMTConfig
 from .convert_marian import is_marian_checkpoint
 from .data import DataCollatorForSyntaxSeq2Seq, add_syntax_features
 from .metrics import check_bleu_tokenize
+from .model_card import write_model_card
 from .modeling_syntax_mt import SyntaxMTForConditionalGeneration
 from .pipeline import check_parser_installed, model_location
 from .syntax import (
@@ -81,14 +82,12 @@ from .syntax import (
     detect_source_spacing,
     read_conllu,
 )
-from .syntax.annotators import spacy_install_hint
 from .tokenization import clear_call_state, train_joint_bpe_tokenizer
 
 logger = logging.getLogger(__name__)
 
 COMPONENT_LOSSES = ("token_loss", "encoder_parse_loss", "decoder_parse_loss")
 RECIPE_LABEL_SMOOTHING = 0.1  # the seeds' ε; the model's own default is plain cross-entropy (SPEC §1)
-MODEL_CARD_TEMPLATE = Path(__file__).resolve().with_name("templates") / "model_card.md"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -534,109 +533,6 @@ def bleu_metric_fn(tokenizer, bleu_tokenize: str = "13a"):
 
 
 # ---------------------------------------------------------------------------------------------
-# Model card
-# ---------------------------------------------------------------------------------------------
-
-
-def _format_scores(scores: dict) -> str:
-    if not scores:
-        return "No evaluation was run."
-    rows = ["| split | metric | value |", "|---|---|---|"]
-    for key in sorted(scores):
-        split, _, name = key.partition("_")
-        split = "dev" if split == "eval" else split
-        value = scores[key]
-        rows.append(f"| {split} | {name} | {value:.2f} |" if isinstance(value, float) else f"| {split} | {name} | {value} |")
-    return "\n".join(rows)
-
-
-EXAMPLE_SENTENCES = {"ja": "私は赤い車を買った。", "en": "I bought a red car.", "de": "Ich habe ein rotes Auto gekauft."}
-"""The model card's example input for these source languages (else a source sentence of the data)."""
-NOT_LANGUAGE_CODES = ("src", "tgt")  # DataArguments' defaults: file suffixes, not languages
-
-
-def _syntax_settings(config: dict) -> str:
-    """The syntax switches that are on, as `key=value` (relation_combination only where two kinds of
-    relation combine)."""
-    keys = ["relative_positions", "dependency_relations", "dbsa_encoder_layer", "dbsa_decoder_layer", "sla_layers"]
-    if config.get("relative_positions") and config.get("dependency_relations"):
-        keys.insert(2, "relation_combination")
-    if config.get("sla_layers"):
-        keys += ["sla_tau", "distance_source"]
-    return ", ".join(f"{k}={config[k]}" for k in keys if config.get(k) not in (None, False))
-
-
-def _inference_notes(config: dict) -> tuple[str, str]:
-    """What translating with this model needs: with the package (its parser), and without it."""
-    needs_parse = config.get("dependency_relations") is not None or bool(config.get("sla_layers"))
-    if needs_parse and config.get("self_parsing"):
-        return ("It parses its source itself (`self_parsing`: a small parse module decodes one tree per sentence), "
-                "so the pipeline needs no parser; `hf-syntax-mt annotate --model` prints its trees as CoNLL-U.",
-                "As the model derives its source tree itself, `model.generate(**tokenizer(sentences, return_tensors=\"pt\", "
-                "padding=True), num_beams=4)` translates (load it with `trust_remote_code=True`).")
-    if not needs_parse:
-        return ("It needs no parser at inference (its syntax, if any, is learnt in training).",
-                "As the model needs no syntax at inference, `model.generate(**tokenizer(sentences, return_tensors=\"pt\", "
-                "padding=True), num_beams=4)` translates.")
-    parser = config.get("parser") or {}
-    if parser.get("type") == "spacy":
-        with_package = (f"The pipeline parses each sentence with the spaCy pipeline `{parser.get('model')}` recorded in "
-                        f"the config: `{spacy_install_hint(parser.get('model'))}`.")
-    elif parser.get("type") == "stanza":
-        with_package = (f"The pipeline parses each sentence with stanza (`{parser.get('lang')}`, recorded in the config), "
-                        "which downloads its models on first use.")
-    else:
-        with_package = ("It was trained on pre-parsed sources, so the pipeline needs the parses: "
-                        "`pipeline(..., annotator=hf_syntax_mt.PreParsedAnnotator.from_conllu(path))`, or "
-                        "`annotations=[...]` per call.")
-    features = "`source_heads` (batch, n): for every source subword the position of its head word's first subword " \
-               "in the same row, the root pointing to itself, -100 outside the tree"
-    if config.get("sla_layers"):
-        features += "; `source_distances` (batch, n): the syntactic distance of the gap after each subword"
-    return with_package, f"Its inputs include the syntax of each source sentence, to be built by hand and passed to " \
-                         f"`generate` beside `input_ids`: {features}."
-
-
-def write_model_card(output_dir, *, preset: str = "", config: Optional[dict] = None, data: str = "",
-                     parser: str = "", scores: Optional[dict] = None, command: str = "",
-                     languages: tuple = ("", ""), model_id: Optional[str] = None, example: str = "",
-                     extra: str = "") -> Path:
-    """Render the package's model card template (`templates/model_card.md`) into `output_dir/README.md`,
-    the Hub model card. `model_id` names the model in the usage snippet (default: `output_dir`);
-    `example` is its input when the source language has none of `EXAMPLE_SENTENCES`."""
-    template = MODEL_CARD_TEMPLATE.read_text(encoding="utf-8")
-    config = config or {}
-    sizes = {k: config.get(k) for k in ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
-                                         "encoder_ffn_dim", "vocab_size")}
-    codes = [code for code in languages if code and code not in NOT_LANGUAGE_CODES]
-    with_package, without_package = _inference_notes(config)
-    values = {
-        "preset": preset or "custom",
-        "language_tags": "language:\n" + "".join(f"- {code}\n" for code in codes) if codes else "",
-        "source_lang": languages[0] or "",
-        "target_lang": languages[1] or "",
-        "data": data or "(not recorded)",
-        "parser": parser or "none",
-        "sizes": ", ".join(f"{k}={v}" for k, v in sizes.items() if v is not None),
-        "syntax": _syntax_settings(config) or "none (absolute positions only)",
-        "scores": _format_scores(scores or {}),
-        "model_id": model_id or str(output_dir),
-        "example": json.dumps(EXAMPLE_SENTENCES.get(languages[0], example or "..."), ensure_ascii=False),
-        "inference_note": with_package,
-        "without_package": without_package,
-        "command": command or "(not recorded)",
-        "extra": extra,
-    }
-    card = template
-    for key, value in values.items():
-        card = card.replace("{{" + key + "}}", str(value))
-    path = Path(output_dir) / "README.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(card, encoding="utf-8")
-    return path
-
-
-# ---------------------------------------------------------------------------------------------
 # train()
 # ---------------------------------------------------------------------------------------------
 
@@ -784,18 +680,9 @@ def cpu_has_native_bf16() -> bool:
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
-def train(model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments,
-          *, tokenizer=None, annotator: Optional[Annotator] = None, target_annotator: Optional[Annotator] = None,
-          raw_datasets=None, callbacks=None, command: Optional[str] = None) -> TrainingResult:
-    """Train (and evaluate / test) one model; see the module docstring.
-
-    `tokenizer`, `annotator` / `target_annotator` (e.g. a `PreParsedAnnotator` shared by runs) and
-    `raw_datasets` (a `DatasetDict` with `source`/`target` columns) override what the arguments
-    would build, so a runner can share one tokenizer and parses across many runs.
-    """
-    import datasets
-
-    start = time.time()
+def _check_training_arguments(training_args, data_args: DataArguments) -> None:
+    """Refuse settings that would fail late (a beam size < 1, a BLEU tokenizer whose extra is missing) and
+    adapt the arguments to a CPU (no pinned memory; a warning where bf16 autocast would be emulated)."""
     if training_args.generation_num_beams is not None and training_args.generation_num_beams < 1:
         raise ValueError(f"--generation_num_beams {training_args.generation_num_beams}: the beam size must be >= 1 "
                          "(1 = greedy)")
@@ -808,44 +695,44 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         logger.warning("bf16 autocast on a CPU without native bf16 (torch reports %s): its matmuls are emulated and "
                        "training runs many times slower than fp32 (21x measured on AVX2); drop --bf16 to train in fp32",
                        torch.backends.cpu.get_cpu_capability())
-    torch.manual_seed(training_args.seed)
-    split_files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
-    raw = raw_datasets if raw_datasets is not None else load_raw_datasets(data_args)
-    for split, limit in (("train", data_args.max_train_samples), ("validation", data_args.max_eval_samples),
-                         ("test", data_args.max_predict_samples)):
-        if split in raw and limit is not None:
-            raw[split] = raw[split].select(range(min(limit, len(raw[split]))))
-    if training_args.do_train is False and "train" in raw:
-        training_args.do_train = True  # HfArgumentParser leaves it False; training data means train
 
-    # model config
-    marian = bool(model_args.model_name_or_path) and is_marian_checkpoint(model_args.model_name_or_path)
-    if marian:
-        overrides = {"label_smoothing": RECIPE_LABEL_SMOOTHING, **parse_config_overrides(model_args.config_overrides)}
-        model = SyntaxMTForConditionalGeneration.from_marian(model_args.model_name_or_path, preset=model_args.preset,
-                                                             **overrides)
-        config = model.config
-    elif model_args.model_name_or_path:
+
+def _config_and_model(model_args: ModelArguments):
+    """(config, model or None, whether it is a converted Marian checkpoint): a new config from `--preset` and
+    `--config_overrides` (the model is built once the tokenizer fixes the vocabulary), a saved SyntaxMT model
+    to continue, or a MarianMT checkpoint converted to `--preset`."""
+    location = model_args.model_name_or_path
+    if location and is_marian_checkpoint(location):
+        model = SyntaxMTForConditionalGeneration.from_marian(location, preset=model_args.preset,
+                                                             **_config_overrides(model_args))
+        return model.config, model, True
+    if location:
         if model_args.config_overrides:
             raise ValueError("--config_overrides builds a new model; it cannot change --model_name_or_path's config")
-        model = AutoModelForSeq2SeqLM.from_pretrained(model_location(model_args.model_name_or_path))
-        config = model.config
-        if model_args.preset != ModelArguments.preset and model_args.preset != config.preset:
-            raise ValueError(f"--preset {model_args.preset} but --model_name_or_path is a {config.preset or 'custom'} "
-                             "model; drop --preset to continue that model")
-    else:
-        overrides = {"label_smoothing": RECIPE_LABEL_SMOOTHING, **parse_config_overrides(model_args.config_overrides)}
-        config = SyntaxMTConfig.from_preset(model_args.preset, **overrides)
-        model = None
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_location(location))
+        if model_args.preset != ModelArguments.preset and model_args.preset != model.config.preset:
+            raise ValueError(f"--preset {model_args.preset} but --model_name_or_path is a "
+                             f"{model.config.preset or 'custom'} model; drop --preset to continue that model")
+        return model.config, model, False
+    return SyntaxMTConfig.from_preset(model_args.preset, **_config_overrides(model_args)), None, False
 
-    config.source_spacing = _source_spacing(data_args, raw, config, continuing=model is not None and not marian)
 
-    if model_args.distance_source != "auto":
-        config.distance_source = model_args.distance_source  # recorded: translation derives distances alike
+def _config_overrides(model_args: ModelArguments) -> dict:
+    """`--config_overrides` on top of the recipe's label smoothing."""
+    return {"label_smoothing": RECIPE_LABEL_SMOOTHING, **parse_config_overrides(model_args.config_overrides)}
 
-    # parsers (before the tokenizer: a missing parser fails fast)
-    parser_name = (model_args.parser or ("none" if not (config.needs_source_heads or config.needs_source_distances)
-                                          else None))
+
+def _parser_name(model_args: ModelArguments, config) -> Optional[str]:
+    """`--parser`, or 'none' where the model reads no source syntax."""
+    if model_args.parser:
+        return model_args.parser
+    return None if config.needs_source_heads or config.needs_source_distances else "none"
+
+
+def _annotators(model_args: ModelArguments, data_args: DataArguments, config, parser_name: Optional[str],
+                annotator: Optional[Annotator], target_annotator: Optional[Annotator]):
+    """The source and target parsers the features need (those given win), checked to be installed before
+    anything is tokenized: a missing or unsuitable parser fails fast, with the option to change."""
     if annotator is None and (config.needs_source_heads or config.needs_source_distances):
         if parser_name is None:
             raise ValueError(
@@ -873,18 +760,26 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     for role, parser in (("--parser", annotator), ("--target_parser", target_annotator)):
         if parser is not None and not isinstance(parser, PreParsedAnnotator):
             check_parser_installed(parser.to_dict(), role)
-    for side, parser in ((0, annotator), (1, target_annotator)):
-        _skip_texts_too_long_for(parser, raw, data_args, side, split_files)
-    preparsed = (parser_name or "").lower() == "preparsed"
+    return annotator, target_annotator
+
+
+def _record_parser(config, annotator: Optional[Annotator], *, new_model: bool) -> None:
+    """`config.parser`: the settings of the parser that made the source features (a pre-parsed
+    annotator's `made_by`), so the pipeline re-creates it; None for a new model trained on parses
+    nobody recorded (users then pass annotations to the pipeline); a loaded model keeps its own."""
     made_by = annotator.made_by if isinstance(annotator, PreParsedAnnotator) else \
         annotator.to_dict() if annotator is not None else None
     if made_by:
         # a local model directory means nothing on the machines the model is shared with
         config.parser = {k: v for k, v in made_by.items() if k != "model_dir"}
-    elif model is None:
-        config.parser = None  # pre-parsed data: users pass annotations (or an annotator) to the pipeline
+    elif new_model:
+        config.parser = None
 
-    # tokenizer
+
+def _prepared_tokenizer(model_args: ModelArguments, data_args: DataArguments, training_args, raw, config,
+                        tokenizer, *, fitted_model: bool, marian: bool):
+    """The tokenizer (given, loaded or trained on the spaced-as-the-model-reads training text), checked
+    against the embeddings of a loaded model; a new config takes its vocabulary and special ids."""
     if tokenizer is None:
         texts = None
         if "train" in raw:
@@ -894,28 +789,39 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         with training_args.main_process_first(desc="tokenizer"):
             tokenizer = _load_tokenizer(model_args, training_args, texts,
                                         split_cjk_scripts=config.source_spacing == "despace_cjk", marian=marian)
-    if model is not None and len(tokenizer) != config.vocab_size:
+    if fitted_model and len(tokenizer) != config.vocab_size:
         raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but {model_args.model_name_or_path} has "
                          f"{config.vocab_size} embeddings: give the model's own tokenizer")
     tokenizer.model_max_length = config.max_position_embeddings  # the longest input the model takes
-    if model is None:
+    if not fitted_model:
         config.vocab_size = len(tokenizer)
         config.pad_token_id = tokenizer.pad_token_id
         config.eos_token_id = tokenizer.eos_token_id
         config.decoder_start_token_id = tokenizer.pad_token_id
+    return tokenizer
 
-    # features
+
+def _feature_datasets(raw, data_args: DataArguments, model_args: ModelArguments, config, tokenizer,
+                      annotator: Optional[Annotator], target_annotator: Optional[Annotator],
+                      parser_name: Optional[str], split_files: dict, training_args) -> dict:
+    """`Dataset.map(add_syntax_features)` over the train / validation / test splits, cached on disk
+    (in-memory data under `<cache_dir>/hf_syntax_mt_features`, keyed by the data, the settings and the
+    tokenizer); `--parser preparsed` reads each split's CoNLL-U beside its file."""
+    import datasets
+
     cache_dir = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE) / "hf_syntax_mt_features"
+    needs_source = config.needs_source_heads or config.needs_source_distances
+    preparsed = (parser_name or "").lower() == "preparsed"
+    target_preparsed = (model_args.target_parser or parser_name) == "preparsed"
     processed = {}
     for split, dataset in raw.items():
         if split not in ("train", "validation", "test"):
             continue
         src_col, tgt_col = text_columns(dataset, data_args)
         split_annotator, split_target_annotator = annotator, target_annotator
-        needs_source = config.needs_source_heads or config.needs_source_distances
         if preparsed and annotator is None and needs_source:
             split_annotator = preparsed_annotator(split_files[split], data_args.source_lang)
-        if config.needs_target_heads and target_annotator is None and (model_args.target_parser or parser_name) == "preparsed":
+        if config.needs_target_heads and target_annotator is None and target_preparsed:
             split_target_annotator = preparsed_annotator(split_files[split], data_args.target_lang)
         fn_kwargs = dict(
             tokenizer=tokenizer,
@@ -943,42 +849,145 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
             map_kwargs.update(cache_file_name=str(cache_dir / f"{split}-{key}.arrow"), new_fingerprint=key)
         with training_args.main_process_first(desc=f"features {split}"):
             processed[split] = dataset.map(add_syntax_features, **map_kwargs)
+    return processed
 
-    # model
-    if model is None:
-        model = AutoModelForSeq2SeqLM.from_config(config)
-    model.generation_config.max_length = data_args.max_target_length
-    model.generation_config.num_beams = training_args.generation_num_beams or model.generation_config.num_beams or 1
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.generation_config.decoder_start_token_id = config.decoder_start_token_id
+
+def _set_generation_defaults(model, tokenizer, data_args: DataArguments, training_args) -> None:
+    """The generation config saved with the model (length limit, beam size of the evaluations, special ids)."""
+    generation = model.generation_config
+    generation.max_length = data_args.max_target_length
+    generation.num_beams = training_args.generation_num_beams or generation.num_beams or 1
+    generation.pad_token_id = tokenizer.pad_token_id
+    generation.eos_token_id = tokenizer.eos_token_id
+    generation.decoder_start_token_id = model.config.decoder_start_token_id
     if training_args.generation_max_length is None:
         training_args.generation_max_length = data_args.max_target_length
 
-    eval_dataset = processed.get("validation")
-    if eval_dataset is None:
-        training_args.eval_strategy = IntervalStrategy.NO
-        training_args.load_best_model_at_end = False
-        training_args.do_eval = False
-    else:
-        training_args.do_eval = True
 
-    parser_text = (json.dumps(config.parser) if config.parser else "pre-parsed CoNLL-U" if preparsed
-                   else "pre-parsed (no parser recorded)") if (
-        config.needs_source_heads or config.needs_source_distances) else "none (not needed)"
+def _card_info(config, raw, data_args: DataArguments, split_files: dict, *, preparsed: bool, target_annotator,
+               command: Optional[str]) -> dict:
+    """What the model card says besides the scores: preset, data, parsers, config, command, languages and
+    an example source sentence (`write_model_card`'s arguments)."""
+    parser_text = "none (not needed)"
+    if config.needs_source_heads or config.needs_source_distances:
+        parser_text = (json.dumps(config.parser) if config.parser else "pre-parsed CoNLL-U" if preparsed
+                       else "pre-parsed (no parser recorded)")
     if config.needs_target_heads:
-        parser_text += f"; target: {'pre-parsed CoNLL-U' if target_annotator is None else json.dumps(target_annotator.to_dict()) if not isinstance(target_annotator, PreParsedAnnotator) else 'pre-parsed'}"
+        target = ("pre-parsed CoNLL-U" if target_annotator is None else "pre-parsed"
+                  if isinstance(target_annotator, PreParsedAnnotator) else json.dumps(target_annotator.to_dict()))
+        parser_text += f"; target: {target}"
     data_text = data_args.dataset_name or ", ".join(f"{k}: `{v}` ({len(raw[k])} pairs)" for k, v in split_files.items()
                                                     if v and k in raw)
     example_split = next((split for split in ("validation", "train") if split in raw and len(raw[split])), None)
     example = None
     if example_split is not None:
         example = column_texts(raw[example_split].select(range(1)), text_columns(raw[example_split], data_args)[0])[0]
-    card_info = dict(
-        preset=config.preset or "", data=data_text, parser=parser_text, config=model.config.to_dict(),
+    return dict(
+        preset=config.preset or "", data=data_text, parser=parser_text, config=config.to_dict(),
         command=command or " ".join(sys.argv), languages=(data_args.source_lang, data_args.target_lang),
         example=example,
     )
+
+
+def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer) -> dict:
+    """Train from scratch or from the output dir's last checkpoint (`--overwrite_output_dir` deletes the
+    checkpoints instead), refusing a checkpoint of another model; a run that already finished is loaded
+    with its recorded metrics, not trained again. Returns the training metrics."""
+    output_dir = Path(training_args.output_dir)
+    record = output_dir / "all_results.json"
+    checkpoint = training_args.resume_from_checkpoint
+    if checkpoint is None and output_dir.is_dir():
+        checkpoint = get_last_checkpoint(str(output_dir))
+        if checkpoint and getattr(training_args, "overwrite_output_dir", False):
+            if training_args.should_save:
+                for old in output_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
+                    shutil.rmtree(old)
+            checkpoint = None
+        elif checkpoint:
+            logger.info("resuming from %s", checkpoint)
+    if checkpoint:
+        _check_checkpoint_config(checkpoint, trainer.model.config)
+    steps_done = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)).global_step if checkpoint else 0
+    finished = checkpoint and record.is_file() and steps_done >= trainer.set_initial_training_values(
+        training_args, trainer.get_train_dataloader())[-1]  # the run's number of steps
+    if finished:
+        logger.warning("%s finished training at step %d in an earlier run: nothing to train; its model and %s are "
+                       "kept (train longer with a larger --max_steps / --num_train_epochs, or start again with "
+                       "--overwrite_output_dir)", output_dir, steps_done, record.name)
+        trainer.model = trainer.model_wrapped = AutoModelForSeq2SeqLM.from_pretrained(output_dir).to(training_args.device)
+        trainer.state = TrainerState.load_from_json(str(output_dir / TRAINER_STATE_NAME))
+        return json.loads(record.read_text(encoding="utf-8"))
+    if training_args.should_save:
+        clear_call_state(tokenizer)
+        tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
+    result = trainer.train(resume_from_checkpoint=checkpoint)
+    trainer.save_model(_internal_call=True)  # pushed once at the end, with the final card
+    trainer.save_state()
+    return dict(result.metrics)
+
+
+def _evaluate_and_predict(trainer: SyntaxMTSeq2SeqTrainer, processed: dict, tokenizer, metrics: dict) -> None:
+    """Add the dev metrics (those logged for the model held, else a new evaluation) and the test split's
+    metrics to `metrics`; the test translations go to `test_predictions.txt` in the output dir."""
+    if "validation" in processed and not any(key.startswith("eval_") for key in metrics):
+        metrics.update(_logged_evaluation(trainer) or trainer.evaluate(metric_key_prefix="eval"))
+    if "test" in processed:
+        prediction = trainer.predict(processed["test"], metric_key_prefix="test")
+        metrics.update(prediction.metrics)
+        if trainer.is_world_process_zero():
+            ids = [[t for t in row if t >= 0] for row in prediction.predictions.tolist()]
+            hyps = tokenizer.batch_decode(ids, skip_special_tokens=True)
+            path = Path(trainer.args.output_dir) / "test_predictions.txt"
+            path.write_text("".join(h.strip() + "\n" for h in hyps), encoding="utf-8")
+
+
+def train(model_args: ModelArguments, data_args: DataArguments, training_args: Seq2SeqTrainingArguments,
+          *, tokenizer=None, annotator: Optional[Annotator] = None, target_annotator: Optional[Annotator] = None,
+          raw_datasets=None, callbacks=None, command: Optional[str] = None) -> TrainingResult:
+    """Train (and evaluate / test) one model; see the module docstring.
+
+    `tokenizer`, `annotator` / `target_annotator` (e.g. a `PreParsedAnnotator` shared by runs) and
+    `raw_datasets` (a `DatasetDict` with `source`/`target` columns) override what the arguments
+    would build, so a runner can share one tokenizer and parses across many runs.
+    """
+    start = time.time()
+    _check_training_arguments(training_args, data_args)
+    torch.manual_seed(training_args.seed)
+    split_files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
+    raw = raw_datasets if raw_datasets is not None else load_raw_datasets(data_args)
+    for split, limit in (("train", data_args.max_train_samples), ("validation", data_args.max_eval_samples),
+                         ("test", data_args.max_predict_samples)):
+        if split in raw and limit is not None:
+            raw[split] = raw[split].select(range(min(limit, len(raw[split]))))
+    if training_args.do_train is False and "train" in raw:
+        training_args.do_train = True  # HfArgumentParser leaves it False; training data means train
+
+    config, model, marian = _config_and_model(model_args)
+    config.source_spacing = _source_spacing(data_args, raw, config, continuing=model is not None and not marian)
+    if model_args.distance_source != "auto":
+        config.distance_source = model_args.distance_source  # recorded: translation derives distances alike
+
+    parser_name = _parser_name(model_args, config)  # parsers before the tokenizer: a missing one fails fast
+    annotator, target_annotator = _annotators(model_args, data_args, config, parser_name, annotator, target_annotator)
+    for side, parser in ((0, annotator), (1, target_annotator)):
+        _skip_texts_too_long_for(parser, raw, data_args, side, split_files)
+    _record_parser(config, annotator, new_model=model is None)
+
+    tokenizer = _prepared_tokenizer(model_args, data_args, training_args, raw, config, tokenizer,
+                                    fitted_model=model is not None, marian=marian)
+    processed = _feature_datasets(raw, data_args, model_args, config, tokenizer, annotator, target_annotator,
+                                  parser_name, split_files, training_args)
+    if model is None:
+        model = AutoModelForSeq2SeqLM.from_config(config)
+    _set_generation_defaults(model, tokenizer, data_args, training_args)
+
+    eval_dataset = processed.get("validation")
+    training_args.do_eval = eval_dataset is not None
+    if eval_dataset is None:
+        training_args.eval_strategy = IntervalStrategy.NO
+        training_args.load_best_model_at_end = False
+    card_info = _card_info(model.config, raw, data_args, split_files, target_annotator=target_annotator,
+                           preparsed=(parser_name or "").lower() == "preparsed", command=command)
     trainer = SyntaxMTSeq2SeqTrainer(
         model=model,
         args=training_args,
@@ -991,63 +1000,23 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         model_card_info=card_info,
     )
 
-    metrics: dict = {}
-    output_dir = Path(training_args.output_dir)
-    record = output_dir / "all_results.json"
     if training_args.do_train and "train" in processed:
-        checkpoint = training_args.resume_from_checkpoint
-        if checkpoint is None and output_dir.is_dir():
-            checkpoint = get_last_checkpoint(str(output_dir))
-            if checkpoint and getattr(training_args, "overwrite_output_dir", False):
-                if training_args.should_save:
-                    for old in output_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
-                        shutil.rmtree(old)
-                checkpoint = None
-            elif checkpoint:
-                logger.info("resuming from %s", checkpoint)
-        if checkpoint:
-            _check_checkpoint_config(checkpoint, model.config)
-        steps_done = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)).global_step if checkpoint else 0
-        finished = checkpoint and record.is_file() and steps_done >= trainer.set_initial_training_values(
-            training_args, trainer.get_train_dataloader())[-1]  # the run's number of steps
-        if finished:
-            logger.warning("%s finished training at step %d in an earlier run: nothing to train; its model and %s are "
-                           "kept (train longer with a larger --max_steps / --num_train_epochs, or start again with "
-                           "--overwrite_output_dir)", output_dir, steps_done, record.name)
-            model = trainer.model = trainer.model_wrapped = AutoModelForSeq2SeqLM.from_pretrained(output_dir).to(
-                training_args.device)
-            trainer.state = TrainerState.load_from_json(str(output_dir / TRAINER_STATE_NAME))
-            metrics.update(json.loads(record.read_text(encoding="utf-8")))
-        else:
-            if training_args.should_save:
-                clear_call_state(tokenizer)
-                tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
-            result = trainer.train(resume_from_checkpoint=checkpoint)
-            trainer.save_model(_internal_call=True)  # pushed once at the end, with the final card
-            metrics.update(result.metrics)
-            trainer.save_state()
+        metrics = _train_or_resume(trainer, training_args, tokenizer)
     else:
         trainer.save_model(_internal_call=True)
-    if eval_dataset is not None and not any(key.startswith("eval_") for key in metrics):
-        metrics.update(_logged_evaluation(trainer) or trainer.evaluate(metric_key_prefix="eval"))
-    if "test" in processed:
-        prediction = trainer.predict(processed["test"], metric_key_prefix="test")
-        metrics.update(prediction.metrics)
-        if trainer.is_world_process_zero():
-            ids = [[t for t in row if t >= 0] for row in prediction.predictions.tolist()]
-            hyps = tokenizer.batch_decode(ids, skip_special_tokens=True)
-            (output_dir / "test_predictions.txt").write_text("".join(h.strip() + "\n" for h in hyps), encoding="utf-8")
+        metrics = {}
+    _evaluate_and_predict(trainer, processed, tokenizer, metrics)
     metrics.setdefault("wall_time_seconds", round(time.time() - start, 1))  # an earlier run's record keeps its own
     if trainer.is_world_process_zero():
         trainer.save_metrics("all", metrics, combined=False)
-        scores = {k: v for k, v in metrics.items()
-                  if k.split("_", 1)[-1] in ("bleu", "chrf", "loss", "gen_len") and k.startswith(("eval_", "test_"))}
-        card_info["config"] = model.config.to_dict()
-        card_info["scores"] = scores
-        write_model_card(output_dir, **card_info)
+        card_info["config"] = trainer.model.config.to_dict()
+        card_info["scores"] = {k: v for k, v in metrics.items() if k.startswith(("eval_", "test_"))
+                               and k.split("_", 1)[-1] in ("bleu", "chrf", "loss", "gen_len")}
+        write_model_card(training_args.output_dir, **card_info)
     if training_args.push_to_hub:
         trainer.push_to_hub(commit_message="End of training")  # writes the card from card_info (scores included)
-    return TrainingResult(output_dir=str(output_dir), metrics=metrics, trainer=trainer, datasets=processed)
+    return TrainingResult(output_dir=str(training_args.output_dir), metrics=metrics, trainer=trainer,
+                          datasets=processed)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -1089,5 +1058,4 @@ __all__ = [
     "preparsed_annotator",
     "read_parallel_file",
     "train",
-    "write_model_card",
 ]

@@ -16,15 +16,14 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, get_scheduler
 import hf_syntax_mt.training
 from hf_syntax_mt import SyntaxMTConfig
 from hf_syntax_mt.metrics import load_metric
-from hf_syntax_mt.syntax import PreParsedAnnotator, SpacyAnnotator
+from hf_syntax_mt.model_card import write_model_card
+from hf_syntax_mt.syntax import SpacyAnnotator
 from hf_syntax_mt.training import (
-    DataArguments,
     SyntaxMTTrainingArguments,
     build_annotator,
     parse_config_overrides,
     read_parallel_file,
     train,
-    write_model_card,
 )
 
 from training_helpers import scratch_dir, synthetic_corpus, tiny_args, trained_model
