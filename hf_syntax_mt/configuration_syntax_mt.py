@@ -302,6 +302,11 @@ class SyntaxMTConfig(PretrainedConfig):
         return bool(self.sla_layers) and not self.self_parsing
 
     @property
+    def needs_source_parse(self):
+        """Whether training reads the source's parse (`source_heads` or `source_distances`)."""
+        return self.needs_source_heads or self.needs_source_distances
+
+    @property
     def needs_target_heads(self):
         """Whether training needs `target_heads` (the decoder parse loss of DBSA-dec)."""
         return self.dbsa_decoder_layer is not None

@@ -726,14 +726,14 @@ def _parser_name(model_args: ModelArguments, config) -> Optional[str]:
     """`--parser`, or 'none' where the model reads no source syntax."""
     if model_args.parser:
         return model_args.parser
-    return None if config.needs_source_heads or config.needs_source_distances else "none"
+    return None if config.needs_source_parse else "none"
 
 
 def _annotators(model_args: ModelArguments, data_args: DataArguments, config, parser_name: Optional[str],
                 annotator: Optional[Annotator], target_annotator: Optional[Annotator]):
     """The source and target parsers the features need (those given win), checked to be installed before
     anything is tokenized: a missing or unsuitable parser fails fast, with the option to change."""
-    if annotator is None and (config.needs_source_heads or config.needs_source_distances):
+    if annotator is None and config.needs_source_parse:
         if parser_name is None:
             raise ValueError(
                 f"preset {config.preset!r} needs source syntax: choose --parser stanza|<spaCy model>|preparsed"
@@ -810,7 +810,6 @@ def _feature_datasets(raw, data_args: DataArguments, model_args: ModelArguments,
     import datasets
 
     cache_dir = Path(data_args.cache_dir or datasets.config.HF_DATASETS_CACHE) / "hf_syntax_mt_features"
-    needs_source = config.needs_source_heads or config.needs_source_distances
     preparsed = (parser_name or "").lower() == "preparsed"
     target_preparsed = (model_args.target_parser or parser_name) == "preparsed"
     processed = {}
@@ -819,13 +818,13 @@ def _feature_datasets(raw, data_args: DataArguments, model_args: ModelArguments,
             continue
         src_col, tgt_col = text_columns(dataset, data_args)
         split_annotator, split_target_annotator = annotator, target_annotator
-        if preparsed and annotator is None and needs_source:
+        if preparsed and annotator is None and config.needs_source_parse:
             split_annotator = preparsed_annotator(split_files[split], data_args.source_lang)
         if config.needs_target_heads and target_annotator is None and target_preparsed:
             split_target_annotator = preparsed_annotator(split_files[split], data_args.target_lang)
         fn_kwargs = dict(
             tokenizer=tokenizer,
-            annotator=split_annotator if needs_source else None,
+            annotator=split_annotator if config.needs_source_parse else None,
             source_column=src_col,
             target_column=tgt_col,
             max_source_length=data_args.max_source_length,
@@ -869,7 +868,7 @@ def _card_info(config, raw, data_args: DataArguments, split_files: dict, *, prep
     """What the model card says besides the scores: preset, data, parsers, config, command, languages and
     an example source sentence (`write_model_card`'s arguments)."""
     parser_text = "none (not needed)"
-    if config.needs_source_heads or config.needs_source_distances:
+    if config.needs_source_parse:
         parser_text = (json.dumps(config.parser) if config.parser else "pre-parsed CoNLL-U" if preparsed
                        else "pre-parsed (no parser recorded)")
     if config.needs_target_heads:

@@ -198,7 +198,7 @@ class Corpus:
     def annotators(self, config) -> tuple[Optional[PreParsedAnnotator], Optional[PreParsedAnnotator]]:
         """Pre-parsed source / target annotators over train + dev, as the preset needs them."""
         source = target = None
-        if config.needs_source_heads or config.needs_source_distances:
+        if config.needs_source_parse:
             source = PreParsedAnnotator(self.parses(self.texts["train"][0], "source", self.paths["train"][0])
                                         + self.parses(self.texts["dev"][0], "source", self.paths["dev"][0]),
                                         made_by=self.parser_settings("source"))

@@ -248,7 +248,7 @@ def record_parser(model, corpus: Corpus, run_dir: Path) -> None:
     parser to build. Gold CoNLL-U files name no parser."""
     config = model.config
     parser = corpus.parser_settings("source")
-    if not parser or not (config.needs_source_heads or config.needs_source_distances):
+    if not parser or not config.needs_source_parse:
         return
     if config.parser != parser:
         config.parser = parser
