@@ -724,14 +724,46 @@ class _ToyParser(Annotator):
 def test_parse_cache_resumes_an_interrupted_parse(tmp_path, monkeypatch):
     lines = [f"w{i} x{i} y" for i in range(5)]
     spec = {"spacy": "toy"}
-    monkeypatch.setattr(corpus, "build_parser", lambda spec: _ToyParser(fail_after=2))
+    monkeypatch.setattr(corpus, "parser_installed", lambda spec: True)
+    monkeypatch.setattr(corpus, "build_parser", lambda spec, check_installed=True: _ToyParser(fail_after=2))
     with pytest.raises(KeyboardInterrupt):
         corpus.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache", chunk=2)
     parser = _ToyParser()
-    monkeypatch.setattr(corpus, "build_parser", lambda spec: parser)
+    monkeypatch.setattr(corpus, "build_parser", lambda spec, check_installed=True: parser)
     parses = corpus.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache", chunk=2)
     assert parser.seen == [lines[4:]] and [a.text for a in parses] == lines
     assert parses[1].words == ["w1", "x1", "y"] and parses[1].heads == [0, 0, 0]
     parser.seen.clear()
     assert [a.words for a in corpus.parse_cached(lines, spec, tmp_path / "train.x", tmp_path / "cache")] == \
         [a.words for a in parses] and parser.seen == []
+
+
+class _VersionedToyParser(_ToyParser):
+    """The toy parser with the installed version in its fingerprint, as spaCy pipelines have."""
+
+    def __init__(self, version):
+        super().__init__()
+        self.version = version
+
+    def _fingerprint(self):
+        return super()._fingerprint() + (self.version,)
+
+
+def test_parse_cache_made_elsewhere_serves_a_machine_without_the_parser(tmp_path, monkeypatch):
+    """A machine without the parser (its version unknown, so its cache key differs) reads the cache parsed
+    elsewhere through the cache's record of the text and parser settings, and only for exactly those lines."""
+    lines, spec, cache = [f"w{i} x{i}" for i in range(4)], {"spacy": "toy"}, tmp_path / "cache"
+    made_here = _VersionedToyParser("1.0")
+    monkeypatch.setattr(corpus, "parser_installed", lambda spec: True)
+    monkeypatch.setattr(corpus, "build_parser", lambda spec, check_installed=True: made_here)
+    parses = corpus.parse_cached(lines, spec, tmp_path / "train.x", cache)
+    (record,) = cache.glob("*.json")
+    assert json.loads(record.read_text())["lines"] == 4 and "1.0" in json.loads(record.read_text())["fingerprint"]
+
+    elsewhere = _VersionedToyParser(None)  # what the fingerprint says where the package is missing
+    monkeypatch.setattr(corpus, "parser_installed", lambda spec: False)
+    monkeypatch.setattr(corpus, "build_parser", lambda spec, check_installed=True: elsewhere)
+    assert [a.words for a in corpus.parse_cached(lines, spec, tmp_path / "train.x", cache)] == [a.words for a in parses]
+    assert elsewhere.seen == [] and len(list(cache.glob("*.json"))) == 1  # nothing parsed, no record of its own
+    with pytest.raises(ImportError, match="pip install toy"):  # other lines: no cache, the clear install error
+        corpus.parse_cached(lines[:3], spec, tmp_path / "train.x", cache)

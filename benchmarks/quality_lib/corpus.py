@@ -35,9 +35,13 @@ def parser_label(spec: Optional[dict]) -> str:
                             " (pre-tokenized: the words are the space-separated tokens)" if spec.get("pretokenized") else "")
 
 
+def parser_installed(spec: dict) -> bool:
+    return "spacy" not in spec or importlib.util.find_spec(spec["spacy"]) is not None
+
+
 def check_parser_installed(spec: dict) -> None:
     """A clear ImportError naming the pip package of a missing spaCy pipeline."""
-    if "spacy" in spec and importlib.util.find_spec(spec["spacy"]) is None:
+    if not parser_installed(spec):
         package = spec.get("pip", spec["spacy"].replace("_", "-"))
         raise ImportError(
             f"the recipe parses with the spaCy pipeline {spec['spacy']!r}, which is not installed: "
@@ -68,16 +72,22 @@ def parse_cached(lines: list[str], spec: dict, text_path: Path, cache_dir: Path,
     """Parses of `lines` (one `Annotation` each) from the cache, computing missing ones once.
 
     CoNLL-U specs read `<text_path><conllu_suffix>` instead (e.g. gold trees of a synthetic corpus).
-    The cache file is written chunk by chunk, so an interrupted parse resumes where it stopped."""
+    The cache file is written chunk by chunk, so an interrupted parse resumes where it stopped. Its key holds the
+    parser's version, which a machine without the parser cannot know: there the cache is found by the record
+    `<cache>.json` (`record_cache_maker`) of the text and parser settings it was made for, so a GPU machine can
+    train on parses made elsewhere."""
     if "conllu_suffix" in spec:
         conllu = Path(f"{text_path}{spec['conllu_suffix']}")
         annotations = read_conllu(conllu)
         if len(annotations) < len(lines):
             raise ValueError(f"{conllu} has {len(annotations)} sentences for {len(lines)} lines of {text_path}")
         return annotations[: len(lines)]
-    parser = build_parser(spec)
+    parser = build_parser(spec, check_installed=False)
     key = hashlib.sha256(repr((text_sha(lines), parser._fingerprint())).encode()).hexdigest()[:20]
     path = cache_dir / f"{Path(str(text_path)).name}.{spec['spacy']}.{key}.jsonl.gz"
+    installed = parser_installed(spec)
+    if not installed and not path.is_file():
+        path = cache_made_elsewhere(lines, parser, text_path, spec, cache_dir) or path
     tmp = path.with_suffix(".partial")
     done: list[Annotation] = []
     source = path if path.is_file() else tmp
@@ -89,7 +99,10 @@ def parse_cached(lines: list[str], spec: dict, text_path: Path, cache_dir: Path,
         except (ValueError, EOFError, OSError):  # a torn end of an interrupted write: keep what parsed
             pass
     if len(done) >= len(lines):
+        if installed:
+            record_cache_maker(path, lines, parser)
         return done[: len(lines)]
+    check_parser_installed(spec)
     cache_dir.mkdir(parents=True, exist_ok=True)
     start = time.time()
     with gzip.open(tmp, "wt", encoding="utf-8") as f:  # rewrite the good part, then append chunk by chunk
@@ -102,8 +115,33 @@ def parse_cached(lines: list[str], spec: dict, text_path: Path, cache_dir: Path,
         logger.info("parsed %d/%d lines of %s with %s (%.0f s)", len(done), len(lines), text_path,
                     spec["spacy"], time.time() - start)
     tmp.replace(path)
+    record_cache_maker(path, lines, parser)
     logger.info("parse cache: %s (%d lines, %.0f s)", path, len(lines), time.time() - start)
     return done
+
+
+def record_cache_maker(path: Path, lines: list[str], parser: Annotator) -> None:
+    """Write `<cache>.json` beside a complete parse cache (once): the text it parses (sha, line count), the
+    parser's settings and its full fingerprint (with the version that made it)."""
+    record = Path(f"{path}.json")
+    if not record.is_file():
+        record.write_text(json.dumps({"text_sha": text_sha(lines), "lines": len(lines), "parser": parser.to_dict(),
+                                      "fingerprint": repr(parser._fingerprint())}, ensure_ascii=False) + "\n",
+                          encoding="utf-8")
+
+
+def cache_made_elsewhere(lines: list[str], parser: Annotator, text_path: Path, spec: dict,
+                         cache_dir: Path) -> Optional[Path]:
+    """The parse cache of exactly `lines` by a parser with `parser`'s settings, found by its record, for a
+    machine where that parser is not installed (None if there is none)."""
+    sha, settings = text_sha(lines), parser.to_dict()
+    for record in sorted(cache_dir.glob(f"{Path(str(text_path)).name}.{spec['spacy']}.*.jsonl.gz.json")):
+        made = json.loads(record.read_text(encoding="utf-8"))
+        if made["text_sha"] == sha and made["parser"] == settings:
+            logger.info("%s is not installed here: using the parses it made elsewhere (%s, %s)", spec["spacy"],
+                        made["fingerprint"], record.name[: -len(".json")])
+            return record.with_suffix("")
+    return None
 
 
 def alignment_report(annotations: Sequence[Annotation], tokenizer) -> dict:

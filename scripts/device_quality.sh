@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Quality runs (benchmarks/quality.py) on a lent GPU machine that has PyTorch but neither internet, the
+# project's pinned packages, the parsers nor ../shared. Two steps:
+#
+#   here:   bash scripts/device_quality.sh prepare RECIPE.json...
+#           fills .whl/ (the pinned wheels the machine lacks) and .devcarry/ (the recipes' corpus files, their
+#           parse caches with their records, their tokenizers); both are git-ignored through .git/info/exclude.
+#   there:  bash scripts/device_quality.sh run LANES START_BY STOP_AT RECIPE_NAME:PRESET...   (carry .whl, .devcarry)
+#           trains the runs LANES at a time (seed 1, --device cuda, bf16 as the recipe says), each in its own
+#           runs dir; starts none after START_BY seconds, stops those still running at STOP_AT seconds; tars
+#           benchmarks/results of the recipes and the logs into $OUT/quality_results.tgz. A run whose result
+#           file is already in benchmarks/results is skipped. A stopped run is lost (its checkpoints stay there).
+#
+# The GPU is the bottleneck (99% busy with six runs of the 6,250-pair recipe at once on an H200), so fewer lanes
+# finish as many runs, and finish them one after another instead of all at the deadline.
+set -u
+cd "$(dirname "$0")/.."
+
+prepare() {
+    local py=.venv/bin/python
+    grep -qx '/.whl/' .git/info/exclude 2>/dev/null || printf '/.whl/\n/.devcarry/\n' >> .git/info/exclude
+    mkdir -p .whl .devcarry/data .devcarry/parse_cache .devcarry/tokenizers
+    local wheels=()
+    for name in transformers huggingface_hub datasets evaluate dill multiprocess httpx2 httpcore2 truststore tokenizers fsspec click regex; do
+        wheels+=("$(grep -i "^${name}==" scripts/constraints.txt)")
+    done
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+        -d .whl "${wheels[@]}" || exit 1
+    for recipe in "$@"; do
+        HF_SYNTAX_MT_RUNS=${HF_SYNTAX_MT_RUNS:-runs/quality} $py - "$recipe" <<'EOF' || exit 1
+import os, shutil, sys
+from pathlib import Path
+sys.path.insert(0, "benchmarks")
+from quality_lib.corpus import Corpus
+from quality_lib.recipes import load_recipe, read_lines, resolve
+
+recipe = load_recipe(sys.argv[1])
+runs = Path(os.environ["HF_SYNTAX_MT_RUNS"])
+corpus = Corpus(recipe, runs)
+corpus.tokenizer  # trained once, saved under runs/<recipe>
+files = {p for split in ("train", "dev") for p in corpus.paths[split]}
+parses = [(corpus.texts[split][0], corpus.paths[split][0]) for split in ("train", "dev")]
+if recipe.get("test_source"):
+    test = resolve(recipe, recipe["test_source"])
+    files.add(test)
+    parses.append(([line for line in read_lines(test) if line.strip()], test))
+for path in files:  # .devcarry/data/<corpus folder>/<file>, unpacked there into ../shared/data
+    (Path(".devcarry/data") / Path(path).parent.name).mkdir(parents=True, exist_ok=True)
+    shutil.copy(path, Path(".devcarry/data") / Path(path).parent.name / Path(path).name)
+if recipe.get("source_parser"):
+    for lines, path in parses:
+        corpus.parses(lines, "source", path)  # writes the cache's record, by which the GPU machine finds it
+    for cache in (runs / "parse_cache").glob("*.jsonl.gz.json"):
+        shutil.copy(cache, ".devcarry/parse_cache")
+        shutil.copy(cache.with_suffix(""), ".devcarry/parse_cache")
+for tokenizer in corpus.root.glob("tokenizer-*"):
+    shutil.copytree(tokenizer, Path(".devcarry/tokenizers") / recipe["name"] / tokenizer.name, dirs_exist_ok=True)
+print(recipe["name"], "ready:", len(files), "corpus files")
+EOF
+    done
+    find .devcarry/data -type f ! -name '*.gz' -exec gzip -f {} +
+    du -sh .whl .devcarry
+}
+
+run() {
+    local lanes=$1 start_by=$2 stop_at=$3; shift 3
+    local start; start=$(date +%s)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+    mkdir -p ../shared/data && cp -r .devcarry/data/* ../shared/data/ && find ../shared/data -name '*.gz' -exec gunzip -f {} +
+    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+    mkdir -p /tmp/logs
+    local recipes=() pids=()
+    trap 'tar czf "$OUT/quality_results.tgz" /tmp/logs $(printf "benchmarks/results/%s " "${recipes[@]}") 2>/dev/null' EXIT
+    for run in "$@"; do
+        local recipe=${run%%:*} preset=${run#*:}
+        [[ " ${recipes[*]} " == *" $recipe "* ]] || recipes+=("$recipe")
+        if [ -f "benchmarks/results/$recipe/$preset/seed1.json" ]; then echo "$run: done before, skipped"; continue; fi
+        while [ "$(jobs -rp | wc -l)" -ge "$lanes" ] && [ $(( $(date +%s) - start )) -lt "$stop_at" ]; do sleep 5; done
+        if [ $(( $(date +%s) - start )) -ge "$start_by" ]; then echo "$run: not started (past $start_by s)"; continue; fi
+        local dir=/tmp/runs/$recipe.$preset
+        mkdir -p "$dir/$recipe" && cp -r .devcarry/parse_cache "$dir"/ && cp -r .devcarry/tokenizers/"$recipe"/* "$dir/$recipe"/
+        HF_SYNTAX_MT_RUNS=$dir python3 benchmarks/quality.py run --recipe "benchmarks/recipes/$recipe.json" \
+            --presets "$preset" --seeds 1 --device cuda --threads 2 > "/tmp/logs/$recipe.$preset.log" 2>&1 &
+        echo "$run: started at $(( $(date +%s) - start )) s"
+    done
+    while [ -n "$(jobs -rp)" ] && [ $(( $(date +%s) - start )) -lt "$stop_at" ]; do sleep 5; done
+    [ -z "$(jobs -rp)" ] || { echo "stopping the runs still going at $stop_at s"; kill $(jobs -rp); sleep 2; }
+    for log in /tmp/logs/*.log; do echo "$(basename "$log"): $(grep -c "'eval_bleu'" "$log") evals; $(grep -o 'wrote .*' "$log")"; done
+    echo "all done at $(( $(date +%s) - start )) s"
+}
+
+case "${1:-}" in
+    prepare) shift; prepare "$@" ;;
+    run) shift; run "$@" ;;
+    *) echo "usage: $0 prepare RECIPE.json... | run LANES START_BY STOP_AT RECIPE_NAME:PRESET..." >&2; exit 2 ;;
+esac
