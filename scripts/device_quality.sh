@@ -11,8 +11,10 @@
 #           benchmarks/results of the recipes and the logs into $OUT/quality_results.tgz. A run whose result
 #           file is already in benchmarks/results is skipped. A stopped run is lost (its checkpoints stay there).
 #
-# The GPU is the bottleneck (99% busy with six runs of the 6,250-pair recipe at once on an H200), so fewer lanes
-# finish as many runs, and finish them one after another instead of all at the deadline.
+# Measured on an H200 (2026-11-26, 6,250-pair recipe, 80 epochs of 98 steps, a greedy dev evaluation each epoch):
+# one run alone took 5.4 s an epoch (transformer_sla); six at once took 5.7 s an epoch for transformer_abs and
+# ~10 s for transformer_dep_rel, so runs are bound by their own Python process, not by the GPU, and many lanes
+# cost little. A transformer_dep_rel run (~800 s) outlasts one 600-s call of the device tool.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -71,11 +73,11 @@ run() {
     mkdir -p ../shared/data && cp -r .devcarry/data/* ../shared/data/ && find ../shared/data -name '*.gz' -exec gunzip -f {} +
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
     mkdir -p /tmp/logs
-    local recipes=() pids=()
-    trap 'tar czf "$OUT/quality_results.tgz" /tmp/logs $(printf "benchmarks/results/%s " "${recipes[@]}") 2>/dev/null' EXIT
+    RECIPES=()  # global: the EXIT trap runs after this function has returned
+    trap 'tar czf "$OUT/quality_results.tgz" /tmp/logs $(printf "benchmarks/results/%s " "${RECIPES[@]}") 2>/dev/null' EXIT
     for run in "$@"; do
         local recipe=${run%%:*} preset=${run#*:}
-        [[ " ${recipes[*]} " == *" $recipe "* ]] || recipes+=("$recipe")
+        [[ " ${RECIPES[*]} " == *" $recipe "* ]] || RECIPES+=("$recipe")
         if [ -f "benchmarks/results/$recipe/$preset/seed1.json" ]; then echo "$run: done before, skipped"; continue; fi
         while [ "$(jobs -rp | wc -l)" -ge "$lanes" ] && [ $(( $(date +%s) - start )) -lt "$stop_at" ]; do sleep 5; done
         if [ $(( $(date +%s) - start )) -ge "$start_by" ]; then echo "$run: not started (past $start_by s)"; continue; fi
