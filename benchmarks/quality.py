@@ -18,7 +18,9 @@ For every (preset, seed):
 
 1. one joint BPE tokenizer per recipe, trained once on train source + target and reused;
 2. parses: computed once per (text file, parser) and cached as JSON lines under
-   `<runs>/parse_cache/` (keyed by the sha256 of the text and the parser's name/version/settings);
+   `<runs>/parse_cache/` (keyed by the sha256 of the text and the parser's name/version/settings;
+   a record `<cache>.json` beside each lets a machine without the parser, e.g. a GPU machine that
+   `scripts/device_quality.sh` prepares, train on parses made elsewhere);
    every run gets them through a `PreParsedAnnotator`, so no run parses again and the
    `datasets` feature cache of `add_syntax_features` is shared by all runs of a preset family;
 3. `hf_syntax_mt.training.train` (greedy dev BLEU each epoch picks the checkpoint);
