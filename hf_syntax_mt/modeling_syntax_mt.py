@@ -56,12 +56,21 @@ def relative_position_ids(query_length, key_length, max_relative_position, past_
     return offsets.clamp(-max_relative_position, max_relative_position) + max_relative_position
 
 
-def _walk_to_roots(source_heads, name="source_heads"):
-    """Follow heads up to the roots of a batch of forests.
+def _walk_to_roots(source_heads, name="source_heads", ancestors=True):
+    """Follow heads up to the roots of a batch of forests, with one look at the data (on a GPU, one wait
+    for the device instead of one per tree level).
+
+    Depth and root by pointer doubling: round k knows every token's 2^k-th ancestor a_k(i) (a root is its
+    own head, so the jump stops there) and the steps s_k(i) = min(depth_i, 2^k) that jump really takes,
+        a_{k+1}(i) = a_k(a_k(i)),   s_{k+1}(i) = s_k(i) + s_k(a_k(i)),
+    for ceil(log2 n) rounds, a number the shape fixes; then depth = s and root = a. The one look at the data
+    raises for heads outside the row, heads outside the tree and cycles, and reads the largest depth, the
+    number of head-by-head steps that fill `ancestor_distance`.
 
     Args:
         source_heads: LongTensor (B, n); head index in the row, root -> itself, -100 outside the tree.
         name: the feature's name in error messages.
+        ancestors: whether to build `ancestor_distance` (None otherwise).
     Returns:
         depth (B, n): depth(root) = 0, depth(child) = depth(head) + 1 (0 outside the tree);
         ancestor_distance (B, n, n): s > 0 where token j is the s-th ancestor of token i, else 0;
@@ -71,27 +80,33 @@ def _walk_to_roots(source_heads, name="source_heads"):
     batch_size, length = source_heads.shape
     positions = torch.arange(length, device=source_heads.device).expand(batch_size, length)
     in_tree = source_heads != IGNORE_INDEX
-    if ((source_heads < 0) & in_tree).any() or (source_heads >= length).any():
-        bad = source_heads[((source_heads < 0) & in_tree) | (source_heads >= length)][0].item()
+    outside_row = (in_tree & (source_heads < 0)) | (source_heads >= length)
+    heads = torch.where(in_tree & ~outside_row, source_heads, positions)
+    dangling = in_tree & ~in_tree.gather(1, heads)
+    root, depth = heads, (heads != positions).long()
+    for _ in range(max(length - 1, 1).bit_length()):
+        depth = depth + depth.gather(1, root)
+        root = root.gather(1, root)
+    cycle = heads.gather(1, root) != root
+    bad_row, bad_tree, has_cycle, max_depth = torch.stack(
+        [outside_row.any(), dangling.any(), cycle.any(), depth.max()]).tolist()
+    if bad_row:
+        bad = source_heads[outside_row][0].item()
         raise ValueError(f"{name} contains {bad}: a head must be an index in the same row (0..{length - 1}) or -100")
-    heads = torch.where(in_tree, source_heads, positions)
-    if (in_tree & ~in_tree.gather(1, heads)).any():
+    if bad_tree:
         raise ValueError(f"{name}: a token in the tree points to a head outside the tree (-100)")
-    depth = torch.zeros_like(heads)
-    ancestor_distance = heads.new_zeros(batch_size, length, length + 1)
-    current = positions
-    for step in range(1, length + 1):
-        parent = heads.gather(1, current)
-        moved = parent != current
-        if not moved.any():
-            break
-        depth += moved
-        ancestor_distance.scatter_(2, torch.where(moved, parent, length).unsqueeze(-1), step)
-        current = parent
-    else:
-        if (heads.gather(1, current) != current).any():
-            raise ValueError(f"{name} contains a cycle: some token never reaches a root")
-    return depth, ancestor_distance[..., :length], current, in_tree
+    if has_cycle:
+        raise ValueError(f"{name} contains a cycle: some token never reaches a root")
+    ancestor_distance = None
+    if ancestors:
+        ancestor_distance = heads.new_zeros(batch_size, length, length + 1)  # column n: where roots write
+        current = positions
+        for step in range(1, max_depth + 1):
+            parent = heads.gather(1, current)
+            ancestor_distance.scatter_(2, torch.where(parent != current, parent, length).unsqueeze(-1), step)
+            current = parent
+        ancestor_distance = ancestor_distance[..., :length]
+    return depth, ancestor_distance, root, in_tree
 
 
 def dependency_relation_ids(source_heads, scheme, max_distance):
@@ -106,7 +121,7 @@ def dependency_relation_ids(source_heads, scheme, max_distance):
 
     Returns (ids LongTensor (B, n, n), number of relation embeddings).
     """
-    depth, ancestor_distance, root, in_tree = _walk_to_roots(source_heads)
+    depth, ancestor_distance, root, in_tree = _walk_to_roots(source_heads, ancestors=scheme == "labeled")
     same_tree = in_tree[:, :, None] & in_tree[:, None, :] & (root[:, :, None] == root[:, None, :])
     if scheme == "depth":
         difference = depth[:, None, :] - depth[:, :, None]
@@ -142,7 +157,7 @@ def dependency_depth_buckets(source_heads, max_distance, dtype=torch.float32):
     Returns (key_buckets (B, n, M) in `dtype` (the attention's), zero rows outside the tree;
     query_ids LongTensor (B, n, M)).
     """
-    depth, _, root, in_tree = _walk_to_roots(source_heads)
+    depth, _, root, in_tree = _walk_to_roots(source_heads, ancestors=False)
     positions = torch.arange(source_heads.shape[1], device=source_heads.device)
     is_root = in_tree & (root == positions)
     tree_rank = (is_root.long().cumsum(1) - 1).gather(1, root).clamp(min=0)
@@ -901,7 +916,7 @@ class SyntaxMTEncoder(SyntaxMTStack):
             elif config.dependency_relations is not None:
                 dependency, _ = dependency_relation_ids(source_heads, config.dependency_relations, config.max_dependency_distance)
             else:
-                _walk_to_roots(source_heads)  # validates the gold trees of the parse loss
+                _walk_to_roots(source_heads, ancestors=False)  # validates the gold trees of the parse loss
         localized_log_mask = None
         if config.sla_layers:
             if config.self_parsing:
@@ -1268,7 +1283,7 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
                 loss = loss + config.dbsa_encoder_loss_weight * encoder_parse_loss
             if outputs.decoder_parse_logits is not None and target_heads is not None:
                 _check_features("target_heads", target_heads, labels, "labels")
-                _walk_to_roots(target_heads, "target_heads")
+                _walk_to_roots(target_heads, "target_heads", ancestors=False)
                 decoder_parse_loss = _parse_loss(outputs.decoder_parse_logits, shift_target_heads_right(target_heads))
                 loss = loss + config.dbsa_decoder_loss_weight * decoder_parse_loss
             if outputs.source_tree_logits is not None and source_heads is not None:

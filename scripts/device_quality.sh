@@ -6,15 +6,16 @@
 #           fills .whl/ (the pinned wheels the machine lacks) and .devcarry/ (the recipes' corpus files, their
 #           parse caches with their records, their tokenizers); both are git-ignored through .git/info/exclude.
 #   there:  bash scripts/device_quality.sh run LANES START_BY STOP_AT RECIPE_NAME:PRESET...   (carry .whl, .devcarry)
-#           trains the runs LANES at a time (seed 1, --device cuda, bf16 as the recipe says), each in its own
-#           runs dir; starts none after START_BY seconds, stops those still running at STOP_AT seconds; tars
+#           trains the runs LANES at a time (seed 1, --device cuda, 1 CPU thread each, bf16 as the recipe says),
+#           each in its own runs dir; starts none after START_BY seconds, stops those still running at STOP_AT s; tars
 #           benchmarks/results of the recipes and the logs into $OUT/quality_results.tgz. A run whose result
 #           file is already in benchmarks/results is skipped. A stopped run is lost (its checkpoints stay there).
 #
 # Measured on an H200 (2026-11-26, 6,250-pair recipe, 80 epochs of 98 steps, a greedy dev evaluation each epoch):
 # one run alone took 5.4 s an epoch (transformer_sla); six at once took 5.7 s an epoch for transformer_abs and
 # ~10 s for transformer_dep_rel, so runs are bound by their own Python process, not by the GPU, and many lanes
-# cost little. A transformer_dep_rel run (~800 s) outlasts one 600-s call of the device tool.
+# cost little (then with 2 CPU threads each; one thread each lets 12 lanes share the 16 cores). A transformer_dep_rel
+# run (~800 s then, before _walk_to_roots stopped waiting for the GPU at every tree level) outlasts one 600-s call.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -84,7 +85,7 @@ run() {
         local dir=/tmp/runs/$recipe.$preset
         mkdir -p "$dir/$recipe" && cp -r .devcarry/parse_cache "$dir"/ && cp -r .devcarry/tokenizers/"$recipe"/* "$dir/$recipe"/
         HF_SYNTAX_MT_RUNS=$dir python3 benchmarks/quality.py run --recipe "benchmarks/recipes/$recipe.json" \
-            --presets "$preset" --seeds 1 --device cuda --threads 2 > "/tmp/logs/$recipe.$preset.log" 2>&1 &
+            --presets "$preset" --seeds 1 --device cuda --threads 1 > "/tmp/logs/$recipe.$preset.log" 2>&1 &
         echo "$run: started at $(( $(date +%s) - start )) s"
     done
     while [ -n "$(jobs -rp)" ] && [ $(( $(date +%s) - start )) -lt "$stop_at" ]; do sleep 5; done

@@ -1,6 +1,7 @@
 """The model family (issue 2): relation matrices, efficient == naive attention, generation, saving."""
 
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -17,7 +18,7 @@ from hf_syntax_mt import (
     dependency_relation_ids,
     labeled_relation_names,
 )
-from hf_syntax_mt.modeling_syntax_mt import NO_RELATION, SyntaxMTEncoderLayer, relative_position_ids
+from hf_syntax_mt.modeling_syntax_mt import NO_RELATION, SyntaxMTEncoderLayer, _walk_to_roots, relative_position_ids
 
 from model_helpers import ALL_PRESETS, EXAMPLE_HEADS, random_batch, syntax_kwargs, tiny_config
 
@@ -67,6 +68,44 @@ def test_labeled_relations_beyond_k_and_other_sentences_get_zero_vector():
     assert depth[0, 3, 0] - 2 == -2  # the depth scheme clips instead
     assert (labeled[0, :4, 4:] == NO_RELATION).all() and (depth[0, :4, 4:] == NO_RELATION).all()
     assert (labeled[0, 6] == NO_RELATION).all() and (depth[0, :, 6] == NO_RELATION).all()
+
+
+def _naive_walk(heads):
+    """Depth, ancestors {j: s} and root of every token of one row, walking head by head (-100: outside)."""
+    out = []
+    for i, head in enumerate(heads):
+        if head == -100:
+            out.append((0, {}, i))
+            continue
+        node, ancestors = i, {}
+        while heads[node] != node:
+            node = heads[node]
+            ancestors[node] = len(ancestors) + 1
+        out.append((len(ancestors), ancestors, node))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_pointer_doubling_walk_equals_naive_walk(seed):
+    """`_walk_to_roots` (ceil(log2 n) doubling rounds) == the head-by-head walk, on rows of several random
+    trees (chains as deep as the row included) with tokens outside the tree, for every row length 1..40."""
+    rng = random.Random(seed)
+    for length in range(1, 41):
+        rows = []
+        for _ in range(3):
+            heads, start = [-100] * length, 0
+            while start < length:
+                size = rng.randint(1, length - start)
+                chain = rng.random() < 0.3
+                for k in range(size):  # a tree over positions start..start+size-1, rooted at its first token
+                    heads[start + k] = start if k == 0 else start + (k - 1 if chain else rng.randrange(k))
+                start += size + rng.randint(0, 1)  # sometimes a token outside the tree between trees
+            rows.append(heads)
+        depth, distance, root, in_tree = _walk_to_roots(torch.tensor(rows))
+        for b, heads in enumerate(rows):
+            for i, (d, ancestors, r) in enumerate(_naive_walk(heads)):
+                assert depth[b, i] == d and root[b, i] == r and bool(in_tree[b, i]) == (heads[i] != -100)
+                assert {j: s for j, s in enumerate(distance[b, i].tolist()) if s} == ancestors
 
 
 def test_relative_position_ids_with_past_length():
