@@ -436,7 +436,7 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
     def __init__(self, *args, model_card_info: Optional[dict] = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.model_card_info = model_card_info or {}
-        self._component_sums: dict[str, float] = {}
+        self._component_sums: dict[str, torch.Tensor] = {}  # on the device: read at log time, not every step
         self._component_counts: dict[str, int] = {}
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -445,7 +445,7 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
             for name in COMPONENT_LOSSES:
                 value = outputs.get(name) if isinstance(outputs, dict) else None
                 if value is not None:
-                    self._component_sums[name] = self._component_sums.get(name, 0.0) + value.detach().float().item()
+                    self._component_sums[name] = self._component_sums.get(name, 0.0) + value.detach().float()
                     self._component_counts[name] = self._component_counts.get(name, 0) + 1
         return (loss, outputs) if return_outputs else loss
 
@@ -453,7 +453,7 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
         if "loss" in logs and self._component_counts:
             for name in COMPONENT_LOSSES:
                 if name in self._component_counts:
-                    mean = torch.tensor(self._component_sums[name] / self._component_counts[name], device=self.args.device)
+                    mean = self._component_sums[name] / self._component_counts[name]
                     if self.args.world_size > 1:
                         mean = self.accelerator.reduce(mean, reduction="mean")
                     logs[name] = round(mean.item(), 4)

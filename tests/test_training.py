@@ -208,6 +208,11 @@ def test_component_losses_are_logged():
     assert logs, result.trainer.state.log_history
     for name in ("token_loss", "encoder_parse_loss", "decoder_parse_loss"):
         assert all(name in h and h[name] > 0 for h in logs), name
+    config = result.trainer.model.config  # each a mean over the same steps as `loss`, which is their weighted sum
+    for h in logs:
+        total = h["token_loss"] + config.dbsa_encoder_loss_weight * h["encoder_parse_loss"] + \
+            config.dbsa_decoder_loss_weight * h["decoder_parse_loss"]
+        assert abs(float(h["loss"]) - total) < 1e-3 * max(1.0, total), (h, total)
 
 
 @pytest.mark.parametrize("bleus, best", [((3.0, 7.0), "checkpoint-4"), ((7.0, 3.0), "checkpoint-2")])
