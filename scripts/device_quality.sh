@@ -32,11 +32,11 @@ prepare() {
         -d .whl "${wheels[@]}" || exit 1
     for recipe in "$@"; do
         HF_SYNTAX_MT_RUNS=${HF_SYNTAX_MT_RUNS:-runs/quality} $py - "$recipe" <<'EOF' || exit 1
-import os, shutil, sys
+import json, os, shutil, sys
 from pathlib import Path
 sys.path.insert(0, "benchmarks")
 from quality_lib.corpus import Corpus
-from quality_lib.recipes import load_recipe, read_lines, resolve
+from quality_lib.recipes import load_recipe, text_sha
 
 recipe = load_recipe(sys.argv[1])
 runs = Path(os.environ["HF_SYNTAX_MT_RUNS"])
@@ -44,19 +44,21 @@ corpus = Corpus(recipe, runs)
 corpus.tokenizer  # trained once, saved under runs/<recipe>
 files = {p for split in ("train", "dev") for p in corpus.paths[split]}
 parses = [(corpus.texts[split][0], corpus.paths[split][0]) for split in ("train", "dev")]
-if recipe.get("test_source"):
-    test = resolve(recipe, recipe["test_source"])
-    files.add(test)
-    parses.append(([line for line in read_lines(test) if line.strip()], test))
+blind = corpus.blind_sources()
+if blind:  # the lines `translate_blind` parses
+    files.add(blind[0])
+    parses.append(([line for line in blind[1] if line.strip()], blind[0]))
 for path in files:  # .devcarry/data/<corpus folder>/<file>, unpacked there into ../shared/data
     (Path(".devcarry/data") / Path(path).parent.name).mkdir(parents=True, exist_ok=True)
     shutil.copy(path, Path(".devcarry/data") / Path(path).parent.name / Path(path).name)
 if recipe.get("source_parser"):
     for lines, path in parses:
         corpus.parses(lines, "source", path)  # writes the cache's record, by which the GPU machine finds it
-    for cache in (runs / "parse_cache").glob("*.jsonl.gz.json"):
-        shutil.copy(cache, ".devcarry/parse_cache")
-        shutil.copy(cache.with_suffix(""), ".devcarry/parse_cache")
+    wanted = {text_sha(lines) for lines, _ in parses}
+    for record in (runs / "parse_cache").glob("*.jsonl.gz.json"):  # the caches of exactly these texts
+        if json.loads(record.read_text(encoding="utf-8"))["text_sha"] in wanted:
+            shutil.copy(record, ".devcarry/parse_cache")
+            shutil.copy(record.with_suffix(""), ".devcarry/parse_cache")
 for tokenizer in corpus.root.glob("tokenizer-*"):
     shutil.copytree(tokenizer, Path(".devcarry/tokenizers") / recipe["name"] / tokenizer.name, dirs_exist_ok=True)
 print(recipe["name"], "ready:", len(files), "corpus files")

@@ -16,7 +16,7 @@ from hf_syntax_mt.syntax import (
     apply_source_spacing, read_conllu,
 )
 
-from .recipes import read_pair, resolve, text_sha
+from .recipes import read_lines, read_pair, resolve, text_sha
 
 logger = logging.getLogger("quality")
 
@@ -198,6 +198,15 @@ class Corpus:
     def prepare_sources(self, lines: list[str]) -> list[str]:
         """Source lines as the recipe's models read them (`source_spacing`, `hf_syntax_mt.syntax.spacing`)."""
         return [apply_source_spacing(line, self.source_spacing) for line in lines]
+
+    def blind_sources(self) -> Optional[tuple[Path, list[str]]]:
+        """(path, lines as the models read them) of the recipe's blind test source (`test_source`, whose
+        references the project does not have); None for a recipe without one. Its non-empty lines are the
+        ones parsed and translated."""
+        if not self.recipe.get("test_source"):
+            return None
+        path = resolve(self.recipe, self.recipe["test_source"])
+        return path, self.prepare_sources(read_lines(path))
 
     @property
     def tokenizer(self):

@@ -15,7 +15,7 @@ from typing import Iterator, Optional, Sequence
 from hf_syntax_mt.syntax import Annotation
 
 from .corpus import Corpus, alignment_report, parser_label
-from .recipes import REPO, grid_runs, load_recipe, read_lines, read_pair, resolve, run_config, run_settings
+from .recipes import REPO, grid_runs, load_recipe, read_pair, run_config, run_settings
 
 logger = logging.getLogger("quality")
 
@@ -202,11 +202,11 @@ def translate_blind(model, tokenizer, corpus: Corpus, out_prefix: Path) -> Optio
     an empty line for a line that cannot be translated (an empty source line, or one the feature processor
     rejects). Never scored. None when the recipe has no blind set (e.g. en→ja)."""
     recipe = corpus.recipe
-    if not recipe.get("test_source"):
+    blind = corpus.blind_sources()
+    if blind is None:
         return None
     num_beams = recipe["final_num_beams"]
-    src_path = resolve(recipe, recipe["test_source"])
-    sources = corpus.prepare_sources(read_lines(src_path))
+    src_path, sources = blind
     todo = [i for i, line in enumerate(sources) if line.strip()]
     texts = [sources[i] for i in todo]
     annotations = corpus.parses(texts, "source", src_path) if model.config.needs_parser_at_inference else None
@@ -530,9 +530,9 @@ def parse_command(args) -> None:
     for recipe_path in args.recipe:
         recipe = load_recipe(recipe_path)
         corpus = Corpus(recipe, args.runs_dir, args.train_limit, args.dev_limit)
-        if recipe.get("test_source") and recipe.get("source_parser"):  # the lines `translate_blind` parses
-            blind = resolve(recipe, recipe["test_source"])
-            corpus.parses([line for line in read_lines(blind) if line.strip()], "source", blind)
+        blind = corpus.blind_sources()
+        if blind and recipe.get("source_parser"):  # the lines `translate_blind` parses
+            corpus.parses([line for line in blind[1] if line.strip()], "source", blind[0])
         for side, k in (("source", 0), ("target", 1)):
             if not recipe.get(f"{side}_parser"):
                 continue
