@@ -5,6 +5,7 @@
     python benchmarks/quality.py run     --recipe R --evaluate-only RUN_DIR_OR_CHECKPOINT --extra-eval ...
     python benchmarks/quality.py blind   --recipe R [--presets A,B --seeds 1,2]   # missing blind test translations
     python benchmarks/quality.py summary --recipe R [--recipe R2 ...]   # model_cards/RESULTS.md + PNG (other recipes kept)
+    python benchmarks/quality.py carry   --recipe R [--recipe R2 ...] --to DIR   # data, parses, tokenizer for a bare machine
 
 A recipe (`benchmarks/recipes/*.json`, one per corpus and direction) fixes the data, the parsers,
 the model size (`model`: config overrides on every preset), the training arguments (`training`:
@@ -53,8 +54,9 @@ the baseline (one-sided), with the 95% interval of the difference. The same on e
 source length (where in the sentence a method gains).
 
 The code lives in `benchmarks/quality_lib/`: `recipes.py` (recipes, their runs, corpus files), `corpus.py`
-(parsers, parse caches, tokenizer), `runner.py` (training, translation, scoring) and `summary.py` (statistics,
-RESULTS.md tables, charts); this script is the command line.
+(parsers, parse caches, tokenizer), `runner.py` (training, translation, scoring), `summary.py` (statistics,
+RESULTS.md tables, charts) and `carry.py` (what a GPU machine without the parsers needs); this script is the
+command line.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from quality_lib.carry import carry_command
 from quality_lib.recipes import REPO
 from quality_lib.runner import blind_command, parse_command, run
 from quality_lib.summary import RESULTS_MD, summary
@@ -111,6 +114,9 @@ def build_parser_cli() -> argparse.ArgumentParser:
     p_parse.set_defaults()
     p_sum = sub.add_parser("summary", parents=[common], help="Write model_cards/RESULTS.md and the bar charts")
     p_sum.add_argument("--output", type=Path, default=RESULTS_MD)
+    p_carry = sub.add_parser("carry", parents=[common], help="Copy the recipes' corpus files, source parse caches and "
+                             "tokenizer into a folder for a machine without the parsers (scripts/device_quality.sh)")
+    p_carry.add_argument("--to", type=Path, required=True, help="The folder to fill (.devcarry for device_quality.sh)")
     return parser
 
 
@@ -128,6 +134,8 @@ def main(argv: Optional[list[str]] = None):
         return parse_command(args)
     if args.command_name == "blind":
         return blind_command(args)
+    if args.command_name == "carry":
+        return carry_command(args)
     return summary(args)
 
 

@@ -3,8 +3,8 @@
 # project's pinned packages, the parsers nor ../shared. Two steps:
 #
 #   here:   bash scripts/device_quality.sh prepare RECIPE.json...
-#           fills .whl/ (the pinned wheels the machine lacks) and .devcarry/ (the recipes' corpus files, their
-#           parse caches with their records, their tokenizers); both are git-ignored through .git/info/exclude.
+#           fills .whl/ (the pinned wheels the machine lacks) and .devcarry/ (`quality.py carry`: the recipes' corpus
+#           files, their parse caches with their records, their tokenizers); both are git-ignored through .git/info/exclude.
 #   there:  bash scripts/device_quality.sh run LANES START_BY STOP_AT RECIPE_NAME:PRESET...   (carry .whl, .devcarry)
 #           trains the runs LANES at a time (seed 1, --device cuda, 1 CPU thread each, bf16 as the recipe says),
 #           each in its own runs dir; starts none after START_BY seconds, stops those still running at STOP_AT s; tars
@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 prepare() {
     local py=.venv/bin/python
     grep -qx '/.whl/' .git/info/exclude 2>/dev/null || printf '/.whl/\n/.devcarry/\n' >> .git/info/exclude
-    mkdir -p .whl .devcarry/data .devcarry/parse_cache .devcarry/tokenizers
+    mkdir -p .whl
     local wheels=()
     for name in transformers huggingface_hub datasets evaluate dill multiprocess httpx2 httpcore2 truststore tokenizers fsspec click regex; do
         wheels+=("$(grep -i "^${name}==" scripts/constraints.txt)")
@@ -30,41 +30,8 @@ prepare() {
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
         -d .whl "${wheels[@]}" || exit 1
-    for recipe in "$@"; do
-        HF_SYNTAX_MT_RUNS=${HF_SYNTAX_MT_RUNS:-runs/quality} $py - "$recipe" <<'EOF' || exit 1
-import json, os, shutil, sys
-from pathlib import Path
-sys.path.insert(0, "benchmarks")
-from quality_lib.corpus import Corpus
-from quality_lib.recipes import load_recipe, text_sha
-
-recipe = load_recipe(sys.argv[1])
-runs = Path(os.environ["HF_SYNTAX_MT_RUNS"])
-corpus = Corpus(recipe, runs)
-corpus.tokenizer  # trained once, saved under runs/<recipe>
-files = {p for split in ("train", "dev") for p in corpus.paths[split]}
-parses = [(corpus.texts[split][0], corpus.paths[split][0]) for split in ("train", "dev")]
-blind = corpus.blind_sources()
-if blind:  # the lines `translate_blind` parses
-    files.add(blind[0])
-    parses.append(([line for line in blind[1] if line.strip()], blind[0]))
-for path in files:  # .devcarry/data/<corpus folder>/<file>, unpacked there into ../shared/data
-    (Path(".devcarry/data") / Path(path).parent.name).mkdir(parents=True, exist_ok=True)
-    shutil.copy(path, Path(".devcarry/data") / Path(path).parent.name / Path(path).name)
-if recipe.get("source_parser"):
-    for lines, path in parses:
-        corpus.parses(lines, "source", path)  # writes the cache's record, by which the GPU machine finds it
-    wanted = {text_sha(lines) for lines, _ in parses}
-    for record in (runs / "parse_cache").glob("*.jsonl.gz.json"):  # the caches of exactly these texts
-        if json.loads(record.read_text(encoding="utf-8"))["text_sha"] in wanted:
-            shutil.copy(record, ".devcarry/parse_cache")
-            shutil.copy(record.with_suffix(""), ".devcarry/parse_cache")
-for tokenizer in corpus.root.glob("tokenizer-*"):
-    shutil.copytree(tokenizer, Path(".devcarry/tokenizers") / recipe["name"] / tokenizer.name, dirs_exist_ok=True)
-print(recipe["name"], "ready:", len(files), "corpus files")
-EOF
-    done
-    find .devcarry/data -type f ! -name '*.gz' -exec gzip -f {} +
+    HF_SYNTAX_MT_RUNS=${HF_SYNTAX_MT_RUNS:-runs/quality} $py benchmarks/quality.py carry \
+        $(printf -- '--recipe %s ' "$@") --to .devcarry || exit 1
     du -sh .whl .devcarry
 }
 
@@ -73,7 +40,8 @@ run() {
     local start; start=$(date +%s)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
     export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-    mkdir -p ../shared/data && cp -r .devcarry/data/* ../shared/data/ && find ../shared/data -name '*.gz' -exec gunzip -f {} +
+    mkdir -p ../shared/data && cp -r .devcarry/data/* ../shared/data/ || exit 1
+    for packed in ../shared/data/*/*.carry.gz; do gunzip -c "$packed" > "${packed%.carry.gz}" && rm "$packed"; done
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
     mkdir -p /tmp/logs
     RECIPES=()  # global: the EXIT trap runs after this function has returned

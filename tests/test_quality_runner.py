@@ -3,6 +3,7 @@
 Everything runs on a synthetic corpus written by the test (gold CoNLL-U next to the text) with a
 tiny model and a few steps."""
 
+import gzip
 import importlib.util
 import json
 import random
@@ -20,7 +21,7 @@ from hf_syntax_mt.syntax import Annotation, Annotator, locate_words
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import quality  # noqa: E402
-from quality_lib import corpus, recipes, runner, summary  # noqa: E402
+from quality_lib import carry, corpus, recipes, runner, summary  # noqa: E402
 
 TINY = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
             encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.0)
@@ -767,3 +768,47 @@ def test_parse_cache_made_elsewhere_serves_a_machine_without_the_parser(tmp_path
     assert elsewhere.seen == [] and len(list(cache.glob("*.json"))) == 1  # nothing parsed, no record of its own
     with pytest.raises(ImportError, match="pip install toy"):  # other lines: no cache, the clear install error
         corpus.parse_cached(lines[:3], spec, tmp_path / "train.x", cache)
+
+
+def test_carry_packs_the_corpus_files_conllu_trees_and_tokenizer(setup, tmp_path):
+    """`quality.py carry`: every file the runs read, gzipped, under its corpus folder; the CoNLL-U trees beside
+    the texts they annotate; the recipe's tokenizer; no parse cache where the trees come from CoNLL-U files."""
+    root, data, recipe_path, common = setup
+    (packed,) = quality.main(["carry", *common, "--to", str(tmp_path / "carry")])
+    names = {"train.src", "train.tgt", "dev.src", "dev.tgt", "blind.src"}
+    names |= {f"{n}.conllu" for n in ("train.src", "dev.src", "blind.src")}
+    assert sorted(packed["files"]) == sorted(f"{n}.carry.gz" for n in names)
+    for name in names:
+        with gzip.open(tmp_path / "carry" / "data" / "data" / f"{name}.carry.gz", "rb") as f:
+            assert f.read() == (data / name).read_bytes()
+    assert packed["parse_caches"] == [] and not (tmp_path / "carry" / "parse_cache").exists()
+    tokenizer = tmp_path / "carry" / "tokenizers" / "synthetic.src-tgt" / packed["tokenizer"] / "tokenizer.json"
+    assert tokenizer.read_bytes() == (root / "runs" / "synthetic.src-tgt" / packed["tokenizer"] / "tokenizer.json").read_bytes()
+
+
+def test_carry_takes_exactly_the_parse_caches_a_parserless_machine_reads(setup, tmp_path, monkeypatch):
+    """With a spaCy-style parser, carry parses train, dev and the blind lines here (the empty blind line left
+    out, as translate_blind leaves it), copies those caches with their records and no other cache; a Corpus
+    on a machine without the parser then reads every one of them without parsing."""
+    root, data, recipe_path, common = setup
+    recipe = dict(json.loads(recipe_path.read_text()), source_parser={"spacy": "toy"})
+    runs, carried = tmp_path / "runs", tmp_path / "carry"
+    monkeypatch.setattr(corpus, "parser_installed", lambda spec: True)
+    monkeypatch.setattr(corpus, "build_parser", lambda spec, check_installed=True: _VersionedToyParser("1.0"))
+    corpus.parse_cached(["an unrelated text"], {"spacy": "toy"}, tmp_path / "other.src", runs / "parse_cache")
+    packed = carry.pack_carry(recipe, runs, carried)
+    assert len(packed["parse_caches"]) == 3 and len(list((runs / "parse_cache").glob("*.json"))) == 4
+    assert sorted(p.name for p in (carried / "parse_cache").iterdir()) == \
+        sorted(packed["parse_caches"] + [f"{name}.json" for name in packed["parse_caches"]])
+    assert not any(name.startswith("other.src") for name in packed["parse_caches"])
+
+    elsewhere = _VersionedToyParser(None)  # the GPU machine: no parser, so no version in its fingerprint
+    monkeypatch.setattr(corpus, "parser_installed", lambda spec: False)
+    monkeypatch.setattr(corpus, "build_parser", lambda spec, check_installed=True: elsewhere)
+    there = corpus.Corpus(recipe, tmp_path / "there")
+    shutil.copytree(carried / "parse_cache", there.parse_dir)
+    blind_path, blind_lines = there.blind_sources()
+    for lines, path in [(there.texts["train"][0], there.paths["train"][0]), (there.texts["dev"][0], there.paths["dev"][0]),
+                        ([line for line in blind_lines if line.strip()], blind_path)]:
+        assert [a.text for a in there.parses(lines, "source", path)] == lines
+    assert elsewhere.seen == []

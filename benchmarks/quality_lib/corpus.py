@@ -209,6 +209,15 @@ class Corpus:
         return path, self.prepare_sources(read_lines(path))
 
     @property
+    def tokenizer_path(self) -> Path:
+        """Where the recipe's tokenizer is saved: keyed by the training text and the tokenizer settings."""
+        src, tgt = self.texts["train"]
+        split = self.recipe.get("split_punctuation", False)
+        scripts = self.recipe.get("split_cjk_scripts", False)
+        return self.root / (f"tokenizer-{text_sha(src + tgt)[:12]}-{self.recipe['vocab_size']}"
+                            f"{'-punct' if split else ''}{'-cjk' if scripts else ''}")
+
+    @property
     def tokenizer(self):
         """The recipe's joint BPE tokenizer, trained once on train source + target."""
         if self._tokenizer is None:
@@ -219,8 +228,7 @@ class Corpus:
             src, tgt = self.texts["train"]
             split = self.recipe.get("split_punctuation", False)
             scripts = self.recipe.get("split_cjk_scripts", False)
-            path = self.root / (f"tokenizer-{text_sha(src + tgt)[:12]}-{self.recipe['vocab_size']}"
-                                f"{'-punct' if split else ''}{'-cjk' if scripts else ''}")
+            path = self.tokenizer_path
             if (path / "tokenizer.json").is_file():
                 self._tokenizer = AutoTokenizer.from_pretrained(path)
             else:

@@ -1,0 +1,77 @@
+"""What a machine without the parsers and without ../shared needs to train a recipe's runs (`quality.py carry`).
+
+`scripts/device_quality.sh prepare` fills a folder with it here; `device_quality.sh run` unpacks it on a lent GPU
+machine, where the parse caches are found by their records (`corpus.cache_made_elsewhere`)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import shutil
+from pathlib import Path
+
+from .corpus import Corpus
+from .recipes import load_recipe, text_sha
+
+logger = logging.getLogger("quality")
+
+
+def _copy_compressed(path: Path, dest_dir: Path) -> Path:
+    """`path` into `dest_dir`: as it is if gzipped already, else gzipped as `<name>.carry.gz` (the name
+    `device_quality.sh run` unpacks to `<name>`, leaving the corpus's own .gz files as the recipes name them)."""
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".gz":
+        return Path(shutil.copy(path, dest_dir / path.name))
+    dest = dest_dir / f"{path.name}.carry.gz"
+    with open(path, "rb") as src, gzip.open(dest, "wb") as out:
+        shutil.copyfileobj(src, out)
+    return dest
+
+
+def pack_carry(recipe: dict, runs_dir: Path, dest: Path) -> dict:
+    """Fill `dest` with what `recipe`'s runs read and a bare machine lacks:
+
+    - `data/<corpus folder>/<file>[.carry.gz]`: the train and dev files and the blind test source (unpacked there
+      into ../shared/data/<corpus folder>/, where the recipe's paths point), with their CoNLL-U files for a
+      recipe whose trees come from CoNLL-U;
+    - `parse_cache/`: the source parse caches of exactly the texts the runs parse (train, dev, the blind
+      lines), each with its record; parsed here first where missing;
+    - `tokenizers/<recipe>/<tokenizer>/`: the recipe's joint BPE tokenizer, trained here first where missing.
+    Returns {"recipe", "files", "parse_caches", "tokenizer"} (the names copied)."""
+    corpus = Corpus(recipe, runs_dir)
+    corpus.tokenizer  # trained here where missing, saved at corpus.tokenizer_path
+    spec = recipe.get("source_parser") or {}
+    texts = [(corpus.texts[split][0], corpus.paths[split][0]) for split in ("train", "dev")]
+    files = {path for split in ("train", "dev") for path in corpus.paths[split]}
+    blind = corpus.blind_sources()
+    if blind:  # the lines `translate_blind` parses
+        texts.append(([line for line in blind[1] if line.strip()], blind[0]))
+        files.add(blind[0])
+    if "conllu_suffix" in spec:
+        files |= {Path(f"{path}{spec['conllu_suffix']}") for _, path in texts}
+    copied = [_copy_compressed(path, dest / "data" / path.parent.name).name for path in sorted(files)]
+
+    caches = []
+    if spec and "conllu_suffix" not in spec:
+        for lines, path in texts:
+            corpus.parses(lines, "source", path)  # writes the cache and its record where missing
+        wanted = {text_sha(lines) for lines, _ in texts}
+        (dest / "parse_cache").mkdir(parents=True, exist_ok=True)
+        for record in sorted(corpus.parse_dir.glob("*.jsonl.gz.json")):
+            if json.loads(record.read_text(encoding="utf-8"))["text_sha"] in wanted:
+                shutil.copy(record, dest / "parse_cache")
+                shutil.copy(record.with_suffix(""), dest / "parse_cache")
+                caches.append(record.with_suffix("").name)
+    tokenizer = corpus.tokenizer_path
+    shutil.copytree(tokenizer, dest / "tokenizers" / recipe["name"] / tokenizer.name, dirs_exist_ok=True)
+    return {"recipe": recipe["name"], "files": copied, "parse_caches": caches, "tokenizer": tokenizer.name}
+
+
+def carry_command(args) -> list[dict]:
+    packed = []
+    for recipe_path in args.recipe:
+        packed.append(pack_carry(load_recipe(recipe_path), args.runs_dir, args.to))
+        logger.info("%s ready in %s: %d corpus files, %d parse caches, %s", packed[-1]["recipe"], args.to,
+                    len(packed[-1]["files"]), len(packed[-1]["parse_caches"]), packed[-1]["tokenizer"])
+    return packed
