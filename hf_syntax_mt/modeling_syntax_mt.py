@@ -10,6 +10,7 @@ models for `trust_remote_code` loading).
 import importlib
 import math
 from dataclasses import dataclass
+from typing import NamedTuple, Optional
 
 import torch
 from torch import nn
@@ -56,7 +57,16 @@ def relative_position_ids(query_length, key_length, max_relative_position, past_
     return offsets.clamp(-max_relative_position, max_relative_position) + max_relative_position
 
 
-def _walk_to_roots(source_heads, name="source_heads", ancestors=True):
+class TreeWalk(NamedTuple):
+    depth: torch.Tensor
+    ancestor_distance: Optional[torch.Tensor]
+    root: torch.Tensor
+    in_tree: torch.Tensor
+    max_depth: int
+    max_trees: int
+
+
+def _walk_to_roots(source_heads, name="source_heads", ancestors=True) -> TreeWalk:
     """Follow heads up to the roots of a batch of forests, with one look at the data (on a GPU, one wait
     for the device instead of one per tree level).
 
@@ -64,18 +74,19 @@ def _walk_to_roots(source_heads, name="source_heads", ancestors=True):
     own head, so the jump stops there) and the steps s_k(i) = min(depth_i, 2^k) that jump really takes,
         a_{k+1}(i) = a_k(a_k(i)),   s_{k+1}(i) = s_k(i) + s_k(a_k(i)),
     for ceil(log2 n) rounds, a number the shape fixes; then depth = s and root = a. The one look at the data
-    raises for heads outside the row, heads outside the tree and cycles, and reads the largest depth, the
-    number of head-by-head steps that fill `ancestor_distance`.
+    raises for heads outside the row, heads outside the tree and cycles, and reads the largest depth (the
+    number of head-by-head steps that fill `ancestor_distance`) and the most trees in a row.
 
     Args:
         source_heads: LongTensor (B, n); head index in the row, root -> itself, -100 outside the tree.
         name: the feature's name in error messages.
         ancestors: whether to build `ancestor_distance` (None otherwise).
-    Returns:
+    Returns a TreeWalk:
         depth (B, n): depth(root) = 0, depth(child) = depth(head) + 1 (0 outside the tree);
         ancestor_distance (B, n, n): s > 0 where token j is the s-th ancestor of token i, else 0;
         root (B, n): the root reached from each token (itself outside the tree);
-        in_tree (B, n) bool.
+        in_tree (B, n) bool;
+        max_depth, max_trees: ints, the largest depth and the most roots in one row.
     """
     batch_size, length = source_heads.shape
     positions = torch.arange(length, device=source_heads.device).expand(batch_size, length)
@@ -88,8 +99,9 @@ def _walk_to_roots(source_heads, name="source_heads", ancestors=True):
         depth = depth + depth.gather(1, root)
         root = root.gather(1, root)
     cycle = heads.gather(1, root) != root
-    bad_row, bad_tree, has_cycle, max_depth = torch.stack(
-        [outside_row.any(), dangling.any(), cycle.any(), depth.max()]).tolist()
+    num_trees = (in_tree & (heads == positions)).sum(1)
+    bad_row, bad_tree, has_cycle, max_depth, max_trees = torch.stack(
+        [outside_row.any(), dangling.any(), cycle.any(), depth.max(), num_trees.max()]).tolist()
     if bad_row:
         bad = source_heads[outside_row][0].item()
         raise ValueError(f"{name} contains {bad}: a head must be an index in the same row (0..{length - 1}) or -100")
@@ -106,7 +118,7 @@ def _walk_to_roots(source_heads, name="source_heads", ancestors=True):
             ancestor_distance.scatter_(2, torch.where(parent != current, parent, length).unsqueeze(-1), step)
             current = parent
         ancestor_distance = ancestor_distance[..., :length]
-    return depth, ancestor_distance, root, in_tree
+    return TreeWalk(depth, ancestor_distance, root, in_tree, max_depth, max_trees)
 
 
 def dependency_relation_ids(source_heads, scheme, max_distance):
@@ -121,7 +133,7 @@ def dependency_relation_ids(source_heads, scheme, max_distance):
 
     Returns (ids LongTensor (B, n, n), number of relation embeddings).
     """
-    depth, ancestor_distance, root, in_tree = _walk_to_roots(source_heads, ancestors=scheme == "labeled")
+    depth, ancestor_distance, root, in_tree, _, _ = _walk_to_roots(source_heads, ancestors=scheme == "labeled")
     same_tree = in_tree[:, :, None] & in_tree[:, None, :] & (root[:, :, None] == root[:, None, :])
     if scheme == "depth":
         difference = depth[:, None, :] - depth[:, :, None]
@@ -157,12 +169,12 @@ def dependency_depth_buckets(source_heads, max_distance, dtype=torch.float32):
     Returns (key_buckets (B, n, M) in `dtype` (the attention's), zero rows outside the tree;
     query_ids LongTensor (B, n, M)).
     """
-    depth, _, root, in_tree = _walk_to_roots(source_heads, ancestors=False)
+    depth, _, root, in_tree, max_depth, max_trees = _walk_to_roots(source_heads, ancestors=False)
     positions = torch.arange(source_heads.shape[1], device=source_heads.device)
     is_root = in_tree & (root == positions)
     tree_rank = (is_root.long().cumsum(1) - 1).gather(1, root).clamp(min=0)
-    num_depths = int(depth.max()) + 1
-    num_buckets = -(-max(int(is_root.sum(1).max()), 1) * num_depths // 16) * 16
+    num_depths = max_depth + 1
+    num_buckets = -(-max(max_trees, 1) * num_depths // 16) * 16
     buckets = torch.arange(num_buckets, device=source_heads.device)
     key_buckets = F.one_hot(tree_rank * num_depths + depth, num_buckets).to(dtype) * in_tree[..., None]
     query_ids = (buckets % num_depths - depth[..., None]).clamp(-max_distance, max_distance) + max_distance

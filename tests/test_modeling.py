@@ -101,11 +101,14 @@ def test_pointer_doubling_walk_equals_naive_walk(seed):
                     heads[start + k] = start if k == 0 else start + (k - 1 if chain else rng.randrange(k))
                 start += size + rng.randint(0, 1)  # sometimes a token outside the tree between trees
             rows.append(heads)
-        depth, distance, root, in_tree = _walk_to_roots(torch.tensor(rows))
+        depth, distance, root, in_tree, max_depth, max_trees = _walk_to_roots(torch.tensor(rows))
+        naive = [_naive_walk(heads) for heads in rows]
         for b, heads in enumerate(rows):
-            for i, (d, ancestors, r) in enumerate(_naive_walk(heads)):
+            for i, (d, ancestors, r) in enumerate(naive[b]):
                 assert depth[b, i] == d and root[b, i] == r and bool(in_tree[b, i]) == (heads[i] != -100)
                 assert {j: s for j, s in enumerate(distance[b, i].tolist()) if s} == ancestors
+        assert max_depth == max(d for row in naive for d, _, _ in row)
+        assert max_trees == max(sum(heads[i] == i for i in range(length)) for heads in rows)
 
 
 def test_relative_position_ids_with_past_length():
