@@ -44,9 +44,9 @@ def pack_carry(recipe: dict, runs_dir: Path, dest: Path) -> dict:
     spec = recipe.get("source_parser") or {}
     texts = [(corpus.texts[split][0], corpus.paths[split][0]) for split in ("train", "dev")]
     files = {path for split in ("train", "dev") for path in corpus.paths[split]}
-    blind = corpus.blind_sources()
-    if blind:  # the lines `translate_blind` parses
-        texts.append(([line for line in blind[1] if line.strip()], blind[0]))
+    blind = corpus.blind_lines_parsed()
+    if blind:
+        texts.append((blind[1], blind[0]))
         files.add(blind[0])
     if "conllu_suffix" in spec:
         files |= {Path(f"{path}{spec['conllu_suffix']}") for _, path in texts}

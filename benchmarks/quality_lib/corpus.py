@@ -208,6 +208,11 @@ class Corpus:
         path = resolve(self.recipe, self.recipe["test_source"])
         return path, self.prepare_sources(read_lines(path))
 
+    def blind_lines_parsed(self) -> Optional[tuple[Path, list[str]]]:
+        """(path, the non-empty blind lines): the text whose parse cache `translate_blind` reads."""
+        blind = self.blind_sources()
+        return blind and (blind[0], [line for line in blind[1] if line.strip()])
+
     @property
     def tokenizer_path(self) -> Path:
         """Where the recipe's tokenizer is saved: keyed by the training text and the tokenizer settings."""

@@ -530,9 +530,9 @@ def parse_command(args) -> None:
     for recipe_path in args.recipe:
         recipe = load_recipe(recipe_path)
         corpus = Corpus(recipe, args.runs_dir, args.train_limit, args.dev_limit)
-        blind = corpus.blind_sources()
-        if blind and recipe.get("source_parser"):  # the lines `translate_blind` parses
-            corpus.parses([line for line in blind[1] if line.strip()], "source", blind[0])
+        blind = corpus.blind_lines_parsed()
+        if blind and recipe.get("source_parser"):
+            corpus.parses(blind[1], "source", blind[0])
         for side, k in (("source", 0), ("target", 1)):
             if not recipe.get(f"{side}_parser"):
                 continue
