@@ -214,13 +214,19 @@ class Corpus:
         return blind and (blind[0], [line for line in blind[1] if line.strip()])
 
     @property
+    def tokenizer_settings(self) -> dict:
+        """The recipe's pre-tokenization switches of `train_joint_bpe_tokenizer`."""
+        return {"split_punctuation": self.recipe.get("split_punctuation", False),
+                "split_cjk_scripts": self.recipe.get("split_cjk_scripts", False)}
+
+    @property
     def tokenizer_path(self) -> Path:
         """Where the recipe's tokenizer is saved: keyed by the training text and the tokenizer settings."""
         src, tgt = self.texts["train"]
-        split = self.recipe.get("split_punctuation", False)
-        scripts = self.recipe.get("split_cjk_scripts", False)
+        settings = self.tokenizer_settings
         return self.root / (f"tokenizer-{text_sha(src + tgt)[:12]}-{self.recipe['vocab_size']}"
-                            f"{'-punct' if split else ''}{'-cjk' if scripts else ''}")
+                            f"{'-punct' if settings['split_punctuation'] else ''}"
+                            f"{'-cjk' if settings['split_cjk_scripts'] else ''}")
 
     @property
     def tokenizer(self):
@@ -230,16 +236,14 @@ class Corpus:
 
             from hf_syntax_mt.tokenization import train_joint_bpe_tokenizer
 
-            src, tgt = self.texts["train"]
-            split = self.recipe.get("split_punctuation", False)
-            scripts = self.recipe.get("split_cjk_scripts", False)
             path = self.tokenizer_path
             if (path / "tokenizer.json").is_file():
                 self._tokenizer = AutoTokenizer.from_pretrained(path)
             else:
+                src, tgt = self.texts["train"]
                 logger.info("training the joint BPE tokenizer (%d) on %d pairs", self.recipe["vocab_size"], len(src))
                 self._tokenizer = train_joint_bpe_tokenizer(src + tgt, vocab_size=self.recipe["vocab_size"],
-                                                            split_punctuation=split, split_cjk_scripts=scripts)
+                                                            **self.tokenizer_settings)
                 self._tokenizer.save_pretrained(path)
         return self._tokenizer
 
