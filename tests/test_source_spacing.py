@@ -159,6 +159,16 @@ def test_segmented_model_warns_about_unsegmented_input(cjk_corpus, caplog):
         translate([segmented[0], despace_cjk(segmented[1]), segmented[2]], max_new_tokens=3)
     warnings = [r.getMessage() for r in caplog.records if "space-segmented" in r.getMessage()]
     assert len(warnings) == 1 and warnings[0].startswith("line 2 ")
+    # with a parser the pipeline cuts the unsegmented line at the parser's words: the gold treebank's
+    # words are the corpus's, so the model reads exactly the segmented line
+    caplog.clear()
+    parsed = pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator.from_conllu(cjk_corpus / "dev.src.conllu"))
+    mixed = [segmented[0], despace_cjk(segmented[1]), segmented[2]]
+    with caplog.at_level(logging.WARNING):
+        read = parsed.preprocess({"texts": mixed, "annotations": None, "offset": 0})["model_inputs"]["input_ids"]
+    assert not [r for r in caplog.records if "space-segmented" in r.getMessage()]
+    assert read.tolist() == parsed.preprocess({"texts": segmented, "annotations": None, "offset": 0})["model_inputs"]["input_ids"].tolist()
+    assert read.tolist() != translate.preprocess({"texts": mixed, "annotations": None, "offset": 0})["model_inputs"]["input_ids"].tolist()
 
 
 def test_continued_model_keeps_its_spacing(cjk_corpus):

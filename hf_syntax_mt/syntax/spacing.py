@@ -13,7 +13,8 @@ the CLI alike:
   tokenizing, so natural and segmented input give the same tokens: "私 は New York に 行っ た" →
   "私はNew Yorkに行った". Spaces between Latin words stay.
 - ``"segmented"``: the model was trained on space-segmented CJK text and needs input segmented the
-  same way; the pipeline warns about input lines that look unsegmented.
+  same way; the pipeline cuts input lines that look unsegmented at its parser's words, or warns
+  about them when the model has no parser.
 
 `detect_source_spacing` chooses ``"despace_cjk"`` for training text that contains CJK characters,
 else ``"as_is"``.
