@@ -151,7 +151,17 @@ class SyntaxTranslationPipeline(Pipeline):
                 errors[i] = "empty input line"
         texts = self.processor.prepare_sources(texts)
         if self.processor.source_spacing == "segmented":
-            texts = self._segment(texts, offset, errors)
+            if annotations is None and self.annotator is not None:
+                texts = self._cut_at_parser_words(texts, errors)
+            read = texts if annotations is None else [a.text for a in annotations]  # the processor reads these
+            for i in unsegmented_lines(read):
+                if i not in errors:
+                    logger.warning(
+                        "line %d has no spaces between its CJK characters, but this model was trained on "
+                        "space-segmented text (config.source_spacing='segmented'): segment it as the training data "
+                        "was, build the pipeline with annotator=... (a parser of the source language) to cut it at "
+                        "the parser's words, or use a model trained on natural text (source_spacing='despace_cjk')",
+                        offset + i + 1)
         keep = [i for i in range(len(texts)) if i not in errors]
         limit = self.model.config.max_position_embeddings
         for i, ids in zip(keep, self.tokenizer([texts[i] for i in keep])["input_ids"] if keep else []):
@@ -177,26 +187,18 @@ class SyntaxTranslationPipeline(Pipeline):
             logger.warning("line %d: %s; its translation is left empty", offset + i + 1, message)
         return {"model_inputs": model_inputs, "keep": keep, "size": len(texts), "errors": errors}
 
-    def _segment(self, texts, offset, errors):
+    def _cut_at_parser_words(self, texts, errors):
         """A model trained on space-segmented CJK text (`source_spacing="segmented"`) reads an unsegmented
-        line cut at the words of its parser, which a parser-less pipeline cannot do: it warns instead. The
-        parser's cuts are not the corpus's (small_parallel_enja ja→en dev, `transformer_dep_labeled_rel+
-        transformer_sla` seed 1: 41.90 BLEU on the corpus's segmentation, 33.56 cut at GiNZA's words)."""
+        line cut at the words of its parser. The parser's cuts are not the corpus's (small_parallel_enja
+        ja→en dev, `transformer_dep_labeled_rel+transformer_sla` seed 1: 41.90 BLEU on the corpus's
+        segmentation, 33.56 cut at GiNZA's words, 2.32 uncut)."""
         lines = [i for i in unsegmented_lines(texts) if i not in errors]
         if not lines:
-            return texts
-        if self.annotator is None:
-            for i in lines:
-                logger.warning(
-                    "line %d has no spaces between its CJK characters, but this model was trained on space-segmented "
-                    "text (config.source_spacing='segmented') and has no parser to cut it into words: segment it as "
-                    "the training data was, build the pipeline with annotator=... (a parser of the source language), "
-                    "or use a model trained on natural text (source_spacing='despace_cjk')", offset + i + 1)
             return texts
         texts = list(texts)
         for i, annotation in self._parse([texts[i] for i in lines], lines, {}):  # a failing line fails again later
             texts[i] = " ".join(word for word in annotation.words if word.strip())
-        logger.info("segmented %d unsegmented line(s) at the parser's words for this space-segmented model", len(lines))
+        logger.info("cut %d unsegmented line(s) at the parser's words for this space-segmented model", len(lines))
         return texts
 
     def _parse(self, texts, positions, errors):

@@ -12,7 +12,7 @@ from transformers import AutoTokenizer, pipeline
 import hf_syntax_mt  # noqa: F401  (registers the pipeline)
 from hf_syntax_mt import SyntaxMTConfig
 from hf_syntax_mt.data import SyntaxFeatureProcessor
-from hf_syntax_mt.syntax import Annotation, PreParsedAnnotator, detect_source_spacing, read_conllu
+from hf_syntax_mt.syntax import Annotation, PreParsedAnnotator, detect_source_spacing, locate_words, read_conllu
 from hf_syntax_mt.syntax.spacing import (
     apply_source_spacing,
     despace_cjk,
@@ -146,7 +146,7 @@ def test_trained_model_reads_natural_and_segmented_input_alike(cjk_corpus, caplo
     assert result.metrics["eval_bleu"] >= 0
 
 
-def test_segmented_model_warns_about_unsegmented_input(cjk_corpus, caplog):
+def test_segmented_model_cuts_unsegmented_input_at_its_parsers_words_or_warns(cjk_corpus, caplog):
     out = scratch_dir("segmented")
     model_args, data_args, training_args = tiny_args(out, "transformer_abs", parser="none", data_dir=cjk_corpus,
                                                      max_steps=1, eval_strategy="no")
@@ -162,13 +162,28 @@ def test_segmented_model_warns_about_unsegmented_input(cjk_corpus, caplog):
     # with a parser the pipeline cuts the unsegmented line at the parser's words: the gold treebank's
     # words are the corpus's, so the model reads exactly the segmented line
     caplog.clear()
-    parsed = pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator.from_conllu(cjk_corpus / "dev.src.conllu"))
+    gold = PreParsedAnnotator.from_conllu(cjk_corpus / "dev.src.conllu")
+    parsed = pipeline("syntax-translation", model=str(out), annotator=gold)
     mixed = [segmented[0], despace_cjk(segmented[1]), segmented[2]]
+
+    def model_reads(translator, texts, annotations=None):
+        batch = translator.preprocess({"texts": texts, "annotations": annotations, "offset": 0})
+        return batch["model_inputs"]["input_ids"].tolist()
+
     with caplog.at_level(logging.WARNING):
-        read = parsed.preprocess({"texts": mixed, "annotations": None, "offset": 0})["model_inputs"]["input_ids"]
+        read = model_reads(parsed, mixed)
     assert not [r for r in caplog.records if "space-segmented" in r.getMessage()]
-    assert read.tolist() == parsed.preprocess({"texts": segmented, "annotations": None, "offset": 0})["model_inputs"]["input_ids"].tolist()
-    assert read.tolist() != translate.preprocess({"texts": mixed, "annotations": None, "offset": 0})["model_inputs"]["input_ids"].tolist()
+    assert read == model_reads(parsed, segmented) != model_reads(translate, mixed)
+    # the caller's own annotations fix what the model reads (their texts): warned about when unsegmented
+    tree = gold.annotate([segmented[1]])[0]
+    unsegmented = Annotation(mixed[1], tree.words, locate_words(mixed[1], tree.words), tree.heads)  # on the despaced text
+    assert unsegmented.text != segmented[1]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert model_reads(parsed, mixed, gold.annotate(segmented)) == read
+        assert not [r for r in caplog.records if "space-segmented" in r.getMessage()]
+        model_reads(parsed, mixed[:1] + [mixed[1]], gold.annotate(segmented[:1]) + [unsegmented])
+    assert [r for r in caplog.records if "space-segmented" in r.getMessage()][-1].getMessage().startswith("line 2 ")
 
 
 def test_continued_model_keeps_its_spacing(cjk_corpus):
