@@ -21,6 +21,7 @@ saying what to install when the pipeline is built; a model directory without a t
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import logging
 import re
@@ -32,7 +33,7 @@ from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .data import SyntaxFeatureProcessor
-from .syntax import Annotation, Annotator, load_annotator, unsegmented_lines
+from .syntax import Annotation, Annotator, load_annotator, locate_words, unsegmented_lines
 from .syntax.annotators import missing_spacy_pipeline_message, spacy_install_hint
 
 logger = logging.getLogger(__name__)
@@ -150,9 +151,10 @@ class SyntaxTranslationPipeline(Pipeline):
             elif not text.strip():
                 errors[i] = "empty input line"
         texts = self.processor.prepare_sources(texts)
+        cut = {}  # line -> its parse, re-spanned on the cut text (not parsed a second time)
         if self.processor.source_spacing == "segmented":
             if annotations is None and self.annotator is not None:
-                texts = self._cut_at_parser_words(texts, errors)
+                texts, cut = self._cut_at_parser_words(texts, errors)
             read = texts if annotations is None else [a.text for a in annotations]  # the processor reads these
             for i in unsegmented_lines(read):
                 if i not in errors:
@@ -175,7 +177,9 @@ class SyntaxTranslationPipeline(Pipeline):
                     "parser (it was trained on pre-parsed data): pass pipeline(..., annotator=PreParsedAnnotator(...)) "
                     "or annotations=[...] per call"
                 )
-            parsed = self._parse([texts[i] for i in keep], keep, errors)
+            rest = [i for i in keep if i not in cut]
+            parsed = self._parse([texts[i] for i in rest], rest, errors) + [(i, cut[i]) for i in keep if i in cut]
+            parsed.sort(key=lambda pair: pair[0])
         else:
             parsed = None if annotations is None else [(i, annotations[i]) for i in keep]
         if parsed is not None:
@@ -191,15 +195,19 @@ class SyntaxTranslationPipeline(Pipeline):
         """A model trained on space-segmented CJK text (`source_spacing="segmented"`) reads an unsegmented
         line cut at the words of its parser. The parser's cuts are not the corpus's (small_parallel_enja
         ja→en dev, `transformer_dep_labeled_rel+transformer_sla` seed 1: 41.90 BLEU on the corpus's
-        segmentation, 33.56 cut at GiNZA's words, 2.32 uncut)."""
+        segmentation, 33.56 cut at GiNZA's words, 2.32 uncut). Returns the texts and {line: its parse
+        on the cut text}, so that a model that needs the parse does not parse the line again."""
         lines = [i for i in unsegmented_lines(texts) if i not in errors]
         if not lines:
-            return texts
-        texts = list(texts)
+            return texts, {}
+        texts, cut = list(texts), {}
         for i, annotation in self._parse([texts[i] for i in lines], lines, {}):  # a failing line fails again later
-            texts[i] = " ".join(word for word in annotation.words if word.strip())
+            words = [word for word in annotation.words if word.strip()]
+            texts[i] = " ".join(words)
+            if len(words) == len(annotation.words):  # else the line is parsed again, cut
+                cut[i] = dataclasses.replace(annotation, text=texts[i], spans=locate_words(texts[i], words))
         logger.info("cut %d unsegmented line(s) at the parser's words for this space-segmented model", len(lines))
-        return texts
+        return texts, cut
 
     def _parse(self, texts, positions, errors):
         """Parse a batch; if the parser rejects it (ValueError), parse line by line and record the

@@ -186,6 +186,36 @@ def test_segmented_model_cuts_unsegmented_input_at_its_parsers_words_or_warns(cj
     assert [r for r in caplog.records if "space-segmented" in r.getMessage()][-1].getMessage().startswith("line 2 ")
 
 
+class _CountingAnnotator(PreParsedAnnotator):
+    """The gold treebank, recording every text it is asked to parse."""
+
+    def __init__(self, annotations):
+        super().__init__(annotations)
+        self.asked = []
+
+    def _annotate(self, texts):
+        self.asked += texts
+        return super()._annotate(texts)
+
+
+def test_segmented_model_that_needs_a_parser_parses_a_cut_line_once(cjk_corpus):
+    out = scratch_dir("segmented_dep")
+    model_args, data_args, training_args = tiny_args(out, "transformer_dep", data_dir=cjk_corpus, max_steps=1,
+                                                     eval_strategy="no")
+    data_args.source_spacing = "segmented"
+    train(model_args, data_args, training_args)
+    segmented = (cjk_corpus / "dev.src").read_text(encoding="utf-8").splitlines()[:3]
+    mixed = [segmented[0], despace_cjk(segmented[1]), segmented[2]]
+    gold = _CountingAnnotator(read_conllu(cjk_corpus / "dev.src.conllu"))
+    translate = pipeline("syntax-translation", model=str(out), annotator=gold)
+    from_mixed = translate.preprocess({"texts": mixed, "annotations": None, "offset": 0})["model_inputs"]
+    # the despaced line is parsed once (to cut it); its parse is reused for the features
+    assert sorted(gold.asked) == sorted(mixed)
+    from_segmented = translate.preprocess({"texts": segmented, "annotations": None, "offset": 0})["model_inputs"]
+    assert "source_heads" in from_mixed and from_mixed.keys() == from_segmented.keys()
+    assert all(from_mixed[k].tolist() == from_segmented[k].tolist() for k in from_mixed)
+
+
 def test_continued_model_keeps_its_spacing(cjk_corpus):
     out = scratch_dir("continued")
     model_args, data_args, training_args = tiny_args(out, "transformer_abs", parser="none", data_dir=cjk_corpus,
