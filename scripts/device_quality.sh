@@ -16,6 +16,9 @@
 # ~10 s for transformer_dep_rel, so runs are bound by their own Python process, not by the GPU, and many lanes
 # cost little (then with 2 CPU threads each; one thread each lets 12 lanes share the 16 cores). A transformer_dep_rel
 # run (~800 s then, before _walk_to_roots stopped waiting for the GPU at every tree level) outlasts one 600-s call.
+# Nine lanes at once are too many (H100, 2026-11-26, one thread each): per epoch 9.3 s (transformer_rel) to 10.8 s
+# (transformer_dep_labeled_rel) on 6,250 pairs and 16 s (transformer_abs) to 19 s (dep_labeled_rel) on 12,500
+# (196 updates an epoch), so no run of either recipe finished in 560 s and all nine were lost. Six lanes or fewer.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -41,7 +44,9 @@ run() {
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
     export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
     mkdir -p ../shared/data && cp -r .devcarry/data/* ../shared/data/ || exit 1
-    for packed in ../shared/data/*/*.carry.gz; do gunzip -c "$packed" > "${packed%.carry.gz}" && rm "$packed"; done
+    local packed_files=(../shared/data/*/*.carry.gz)
+    [ -e "${packed_files[0]}" ] || { echo ".devcarry/data holds no *.carry.gz: made by an older prepare; run prepare again" >&2; exit 1; }
+    for packed in "${packed_files[@]}"; do gunzip -c "$packed" > "${packed%.carry.gz}" && rm "$packed"; done
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
     mkdir -p /tmp/logs
     RECIPES=()  # global: the EXIT trap runs after this function has returned
@@ -58,7 +63,14 @@ run() {
             --presets "$preset" --seeds 1 --device cuda --threads 1 > "/tmp/logs/$recipe.$preset.log" 2>&1 &
         echo "$run: started at $(( $(date +%s) - start )) s"
     done
-    while [ -n "$(jobs -rp)" ] && [ $(( $(date +%s) - start )) -lt "$stop_at" ]; do sleep 5; done
+    local last_report=0
+    while [ -n "$(jobs -rp)" ] && [ $(( $(date +%s) - start )) -lt "$stop_at" ]; do
+        sleep 5
+        if [ $(( $(date +%s) - last_report )) -ge 60 ]; then  # evaluations so far, to size the next lease
+            last_report=$(date +%s)
+            echo "at $(( last_report - start )) s: $(for log in /tmp/logs/*.log; do printf '%s %s, ' "$(basename "$log" .log)" "$(grep -c "'eval_bleu'" "$log")"; done)"
+        fi
+    done
     [ -z "$(jobs -rp)" ] || { echo "stopping the runs still going at $stop_at s"; kill $(jobs -rp); sleep 2; }
     for log in /tmp/logs/*.log; do echo "$(basename "$log"): $(grep -c "'eval_bleu'" "$log") evals; $(grep -o 'wrote .*' "$log")"; done
     echo "all done at $(( $(date +%s) - start )) s"
