@@ -18,7 +18,9 @@
 # run (~800 s then, before _walk_to_roots stopped waiting for the GPU at every tree level) outlasts one 600-s call.
 # Nine lanes at once are too many (H100, 2026-11-26, one thread each): per epoch 9.3 s (transformer_rel) to 10.8 s
 # (transformer_dep_labeled_rel) on 6,250 pairs and 16 s (transformer_abs) to 19 s (dep_labeled_rel) on 12,500
-# (196 updates an epoch), so no run of either recipe finished in 560 s and all nine were lost. Six lanes or fewer.
+# (196 updates an epoch), so no run of either recipe finished in 560 s and all nine were lost. A 6,250-pair run needs
+# under ~6.5 s an epoch to fit a 600-s call (80 epochs, the final beam-4 dev and blind translations after): run
+# five lanes or fewer, and put the transformer_dep_* runs in a call of their own kind or first.
 set -u
 cd "$(dirname "$0")/.."
 
