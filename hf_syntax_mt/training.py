@@ -1,9 +1,10 @@
 """Training syntax-aware NMT models with `Seq2SeqTrainer` (the API behind `training/train.py`).
 
 Modelled on HF's `examples/pytorch/translation/run_translation.py`, with three argument dataclasses
-for `HfArgumentParser`: `ModelArguments` (preset, config overrides, tokenizer, parser),
+for `HfArgumentParser` (`training_args`): `ModelArguments` (preset, config overrides, tokenizer, parser),
 `DataArguments` (hub dataset or local files, languages, lengths, metric tokenizer) and
-`SyntaxMTTrainingArguments` (`Seq2SeqTrainingArguments` with this package's recipe defaults).
+`SyntaxMTTrainingArguments` (`Seq2SeqTrainingArguments` with this package's recipe defaults). Data files
+and parsers are read by `training_data`; this module holds the trainer and `train()`.
 
     train(model_args, data_args, training_args) -> TrainingResult
 
@@ -34,15 +35,13 @@ is continuous at W: the schedule of Vaswani et al. / fairseq `inverse_sqrt`).
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import os
-import re
 import shutil
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -57,13 +56,7 @@ from transformers import (
 )
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_callback import TrainerState
-from transformers.trainer_utils import (
-    PREFIX_CHECKPOINT_DIR,
-    IntervalStrategy,
-    SaveStrategy,
-    SchedulerType,
-    get_last_checkpoint,
-)
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy, get_last_checkpoint
 
 from .configuration_syntax_mt import SyntaxMTConfig
 from .convert_marian import is_marian_checkpoint
@@ -72,348 +65,28 @@ from .metrics import check_bleu_tokenize
 from .model_card import write_model_card
 from .modeling_syntax_mt import SyntaxMTForConditionalGeneration
 from .pipeline import check_parser_installed, model_location
-from .syntax import (
-    SOURCE_SPACINGS,
-    Annotator,
-    PreParsedAnnotator,
-    SpacyAnnotator,
-    StanzaAnnotator,
-    apply_source_spacing,
-    detect_source_spacing,
-    read_conllu,
-)
+from .syntax import SOURCE_SPACINGS, Annotator, PreParsedAnnotator, apply_source_spacing, detect_source_spacing
 from .tokenization import clear_call_state, train_joint_bpe_tokenizer
+from .training_args import (
+    RECIPE_LABEL_SMOOTHING,
+    DataArguments,
+    ModelArguments,
+    SyntaxMTTrainingArguments,
+    parse_config_overrides,
+)
+from .training_data import (
+    build_annotator,
+    column_texts,
+    load_raw_datasets,
+    preparsed_annotator,
+    read_parallel_file,
+    skip_texts_too_long_for,
+    text_columns,
+)
 
 logger = logging.getLogger(__name__)
 
 COMPONENT_LOSSES = ("token_loss", "encoder_parse_loss", "decoder_parse_loss")
-RECIPE_LABEL_SMOOTHING = 0.1  # the seeds' ε; the model's own default is plain cross-entropy (SPEC §1)
-
-
-# ---------------------------------------------------------------------------------------------
-# Arguments
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class ModelArguments:
-    """What to train: preset + overrides (or an existing model), tokenizer, parser."""
-
-    preset: str = field(
-        default="transformer_abs",
-        metadata={"help": "Preset name(s) joined with '+', e.g. transformer_dep_rel+transformer_dbsa+transformer_sla"},
-    )
-    config_overrides: Optional[str] = field(
-        default=None,
-        metadata={"help": "Config overrides 'key=value,...', e.g. 'd_model=256,encoder_layers=3,sla_layers=[1,2]'"},
-    )
-    model_name_or_path: Optional[str] = field(
-        default=None,
-        metadata={"help": "Continue from a saved SyntaxMT model instead of a fresh preset, or start from a MarianMT "
-                  "checkpoint (local or Hub, e.g. Helsinki-NLP/opus-mt-ja-en): converted to --preset, then fine-tuned"},
-    )
-    tokenizer_name: Optional[str] = field(
-        default=None, metadata={"help": "Existing tokenizer; default: the model's, or a joint BPE trained on the data"}
-    )
-    vocab_size: int = field(default=8000, metadata={"help": "Size of the joint BPE vocabulary trained on the data"})
-    split_punctuation: bool = field(
-        default=False,
-        metadata={"help": "Joint BPE: split every punctuation character off its word (raw, untokenized text)"},
-    )
-    parser: Optional[str] = field(
-        default=None,
-        metadata={
-            "help": "Source parser: 'stanza', a spaCy pipeline name (e.g. ja_ginza), 'preparsed' (CoNLL-U next to "
-            "the data: <source file>.conllu and optional <source file>.tree) or 'none'. Default: none unless the "
-            "preset needs syntax."
-        },
-    )
-    parser_lang: Optional[str] = field(default=None, metadata={"help": "Language of the stanza parser (default: source_lang)"})
-    parser_pretokenized: bool = field(
-        default=False, metadata={"help": "stanza: the text is whitespace-tokenized, one sentence a line"}
-    )
-    parser_disable: Optional[str] = field(
-        default=None, metadata={"help": "spaCy: comma-separated pipeline components to disable (e.g. ner)"}
-    )
-    parser_model_dir: Optional[str] = field(default=None, metadata={"help": "stanza: model directory"})
-    target_parser: Optional[str] = field(
-        default=None, metadata={"help": "Target parser for the DBSA decoder parse loss (same syntax as --parser)"}
-    )
-    target_parser_lang: Optional[str] = field(default=None, metadata={"help": "Language of a stanza target parser"})
-    distance_source: str = field(
-        default="auto",
-        metadata={"help": "SLA distances from 'constituency' trees, the 'dependency' tree, 'auto' (trees if any), or "
-                  "'flat' (one node over all words: localized attention without syntax, a control); "
-                  "recorded in the config, so translation derives them the same way"},
-    )
-
-
-@dataclass
-class DataArguments:
-    """Where the sentence pairs come from and how they are cut and scored."""
-
-    dataset_name: Optional[str] = field(default=None, metadata={"help": "Hub dataset name (datasets.load_dataset)"})
-    dataset_config_name: Optional[str] = field(default=None, metadata={"help": "Hub dataset configuration"})
-    source_lang: str = field(default="src", metadata={"help": "Source language code / file suffix"})
-    target_lang: str = field(default="tgt", metadata={"help": "Target language code / file suffix"})
-    train_file: Optional[str] = field(
-        default=None,
-        metadata={"help": "Local training data: a .tsv, a .json/.jsonl, or a prefix P of P.<source_lang> + P.<target_lang>"},
-    )
-    validation_file: Optional[str] = field(default=None, metadata={"help": "Local dev data (same formats)"})
-    test_file: Optional[str] = field(default=None, metadata={"help": "Local test data (same formats)"})
-    max_source_length: int = field(default=128, metadata={"help": "Source truncation length (subwords)"})
-    max_target_length: int = field(default=128, metadata={"help": "Target truncation and generation length"})
-    max_train_samples: Optional[int] = field(default=None, metadata={"help": "Use only the first N training pairs"})
-    max_eval_samples: Optional[int] = field(default=None, metadata={"help": "Use only the first N dev pairs"})
-    max_predict_samples: Optional[int] = field(default=None, metadata={"help": "Use only the first N test pairs"})
-    bleu_tokenize: str = field(
-        default="13a", metadata={"help": "sacrebleu tokenizer: 13a, intl, char, zh, ja-mecab (Japanese targets), ..."}
-    )
-    preprocessing_num_workers: Optional[int] = field(default=None, metadata={"help": "Processes for Dataset.map"})
-    overwrite_cache: bool = field(default=False, metadata={"help": "Recompute cached features"})
-    cache_dir: Optional[str] = field(
-        default=None, metadata={"help": "Feature cache for local files (default: the datasets cache)"}
-    )
-    source_spacing: str = field(
-        default="auto",
-        metadata={"help": "How source text is spaced, recorded in the config and applied at inference: 'despace_cjk' "
-                  "(remove whitespace next to CJK characters, so the model reads natural Japanese/Chinese and "
-                  "segmented input alike), 'as_is', 'segmented' (keep a segmented corpus's spaces; the model then "
-                  "expects segmented input), or 'auto' (despace_cjk when the training source contains CJK text, "
-                  "else as_is; a continued model keeps its own)"},
-    )
-
-
-@dataclass
-class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
-    """`Seq2SeqTrainingArguments` with the package's recipe as defaults (all overridable):
-    AdamW β2 = 0.98, lr 7e-4, 800 warm-up steps then inverse-sqrt decay, evaluation by generation
-    each epoch, best checkpoint by BLEU. Label smoothing lives in the model config: a new model is
-    trained with `label_smoothing=RECIPE_LABEL_SMOOTHING` (0.1, unless `--config_overrides` sets it),
-    inside the model's loss with the DBSA parse terms, so `label_smoothing_factor` stays 0."""
-
-    learning_rate: float = field(default=7e-4, metadata={"help": "Peak learning rate"})
-    adam_beta2: float = field(default=0.98, metadata={"help": "AdamW beta2"})
-    lr_scheduler_type: SchedulerType | str = field(default="inverse_sqrt", metadata={"help": "Scheduler (inverse_sqrt: see module doc)"})
-    warmup_steps: float = field(default=800, metadata={"help": "Linear warm-up steps"})
-    predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate by generating (BLEU/chrF)"})
-    eval_strategy: IntervalStrategy | str = field(default="epoch", metadata={"help": "When to evaluate (no evaluation without dev data)"})
-    save_strategy: SaveStrategy | str = field(default="epoch", metadata={"help": "When to save checkpoints"})
-    save_total_limit: Optional[int] = field(default=2, metadata={"help": "Checkpoints kept (the best is never deleted)"})
-    load_best_model_at_end: bool = field(default=True, metadata={"help": "Keep the best checkpoint by metric_for_best_model"})
-    metric_for_best_model: Optional[str] = field(default="bleu", metadata={"help": "Metric that picks the best checkpoint"})
-    overwrite_output_dir: bool = field(
-        default=False,
-        metadata={"help": "Train from scratch in an output_dir that holds an earlier run (its checkpoints and tokenizer "
-                  "are replaced); without it the run resumes from the last checkpoint there"},
-    )
-
-    def __post_init__(self):
-        """The recipe saves and evaluates each epoch to keep the best checkpoint; when only one of
-        `eval_strategy` / `save_strategy` is changed, the other follows it (best-checkpoint
-        selection needs a checkpoint at every evaluation), and `eval_strategy="no"` turns it off."""
-        def value(strategy):
-            return str(getattr(strategy, "value", strategy))
-
-        if self.load_best_model_at_end:
-            eval_strategy, save_strategy = value(self.eval_strategy), value(self.save_strategy)
-            if eval_strategy == "no":
-                self.load_best_model_at_end = False
-            elif save_strategy == "epoch" and eval_strategy == "steps":
-                self.save_strategy, self.save_steps = "steps", self.eval_steps or self.logging_steps
-            elif eval_strategy == "epoch" and save_strategy == "steps":
-                self.eval_strategy, self.eval_steps = "steps", self.save_steps
-        super().__post_init__()
-
-
-def parse_config_overrides(text: Optional[str]) -> dict:
-    """'d_model=256,encoder_layers=3,sla_layers=[1,2],activation_function=gelu' -> dict.
-
-    Values are Python literals where they parse (numbers, lists, True/None), else strings."""
-    if not text:
-        return {}
-    out = {}
-    for item in re.split(r",(?=\s*[A-Za-z_]\w*\s*=)", text.strip()):
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key.isidentifier():
-            raise ValueError(f"config override {item!r} is not of the form key=value")
-        value = value.strip()
-        try:
-            out[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            out[key] = value
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Data
-# ---------------------------------------------------------------------------------------------
-
-
-def _read_lines(path: Path) -> list[str]:
-    if not path.is_file():
-        raise FileNotFoundError(f"data file not found: {path}")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise ValueError(f"{path}:{line}: not UTF-8 text (invalid byte {data[err.start]:#04x})") from None
-    return text.splitlines()
-
-
-def read_parallel_file(path, source_lang: str = "src", target_lang: str = "tgt") -> dict[str, list]:
-    """Read local sentence pairs into `{"source": [...], "target": [...], "line": [...]}` (`line`: the
-    1-based line number of each pair in its file, for messages).
-
-    `path` is a `.tsv` (source TAB target), a `.json`/`.jsonl` (JSON lines with a `translation`
-    dict or flat `source_lang`/`target_lang` keys) or a prefix P of the plain-text pair
-    P.<source_lang>, P.<target_lang>. Missing files, text that is not UTF-8, rows of the wrong shape
-    and source/target files with different line counts raise errors naming the file and line. Pairs
-    with an empty (or whitespace-only) source or target are skipped with a warning that counts them and
-    names their lines (blank lines of a JSON-lines file are no pairs and are passed over silently).
-    """
-    path = Path(path)
-    suffix = path.suffix.lower()
-    source, target, numbers = [], [], []
-    if suffix == ".tsv":
-        for i, line in enumerate(_read_lines(path), 1):
-            parts = line.split("\t")
-            if len(parts) != 2:
-                raise ValueError(f"{path}:{i}: expected 'source<TAB>target', found {len(parts)} field(s)")
-            source.append(parts[0])
-            target.append(parts[1])
-            numbers.append(i)
-    elif suffix in (".json", ".jsonl"):
-        for i, line in enumerate(_read_lines(path), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{i}: not a JSON line ({err})") from None
-            pair = row.get("translation", row)
-            if source_lang not in pair or target_lang not in pair:
-                raise ValueError(f"{path}:{i}: expected keys {source_lang!r} and {target_lang!r} (or a 'translation' dict)")
-            source.append(pair[source_lang])
-            target.append(pair[target_lang])
-            numbers.append(i)
-    else:
-        src_path, tgt_path = Path(f"{path}.{source_lang}"), Path(f"{path}.{target_lang}")
-        source, target = _read_lines(src_path), _read_lines(tgt_path)
-        if len(source) != len(target):
-            raise ValueError(
-                f"{src_path} has {len(source)} lines but {tgt_path} has {len(target)}: source and target must be "
-                "line-aligned"
-            )
-        numbers = list(range(1, len(source) + 1))
-        path = Path(f"{path}.{{{source_lang},{target_lang}}}")
-    empty = [k for k, (s, t) in enumerate(zip(source, target)) if not (s.strip() and t.strip())]
-    if empty:
-        logger.warning("%s: skipped %d pair(s) with an empty source or target line: %s", path, len(empty),
-                       _line_list([numbers[k] for k in empty]))
-        keep = sorted(set(range(len(source))) - set(empty))
-        source, target, numbers = [source[k] for k in keep], [target[k] for k in keep], [numbers[k] for k in keep]
-    return {"source": source, "target": target, "line": numbers}
-
-
-def _line_list(numbers: list[int], shown: int = 10) -> str:
-    """'line 3', 'lines 3, 17, 20', or the first `shown` of more: 'lines 3, 17, ..., 80, ... (25 in all)'."""
-    text = f"line{'s' if len(numbers) > 1 else ''} " + ", ".join(map(str, numbers[:shown]))
-    return text + (f", ... ({len(numbers)} in all)" if len(numbers) > shown else "")
-
-
-def _file_signature(path: Path) -> list:
-    stat = path.stat()
-    return [str(path.resolve()), stat.st_size, stat.st_mtime_ns]
-
-
-def _data_files(path, source_lang, target_lang) -> list[Path]:
-    path = Path(path)
-    if path.suffix.lower() in (".tsv", ".json", ".jsonl"):
-        return [path]
-    return [Path(f"{path}.{source_lang}"), Path(f"{path}.{target_lang}")]
-
-
-def load_raw_datasets(data_args: DataArguments):
-    """A `DatasetDict` with splits among train / validation / test.
-
-    Local files give `source` / `target` columns; hub datasets keep their columns and are read
-    through `translation.<lang>` (or `<lang>`) columns by `add_syntax_features`.
-    """
-    import datasets
-
-    if data_args.dataset_name is not None:
-        raw = datasets.load_dataset(data_args.dataset_name, data_args.dataset_config_name, cache_dir=data_args.cache_dir)
-        return datasets.DatasetDict({("validation" if k == "dev" else k): v for k, v in raw.items()})
-    files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
-    if not any(files.values()):
-        raise ValueError("no data: give --dataset_name or at least one of --train_file/--validation_file/--test_file")
-    out = {}
-    for split, path in files.items():
-        if path is None:
-            continue
-        columns = read_parallel_file(path, data_args.source_lang, data_args.target_lang)
-        signature = [_file_signature(p) for p in _data_files(path, data_args.source_lang, data_args.target_lang)]
-        fingerprint = datasets.fingerprint.Hasher.hash([split, signature, len(columns["line"])])
-        out[split] = datasets.Dataset(datasets.table.InMemoryTable.from_pydict(columns), fingerprint=fingerprint)
-    return datasets.DatasetDict(out)
-
-
-def text_columns(dataset, data_args: DataArguments) -> tuple[str, str]:
-    """Source / target column names as `add_syntax_features` reads them."""
-    names = dataset.column_names
-    if "source" in names and "target" in names:
-        return "source", "target"
-    if "translation" in names:
-        return f"translation.{data_args.source_lang}", f"translation.{data_args.target_lang}"
-    if data_args.source_lang in names and data_args.target_lang in names:
-        return data_args.source_lang, data_args.target_lang
-    raise ValueError(f"cannot find source/target text columns in {names}")
-
-
-def column_texts(dataset, column: str) -> list[str]:
-    """The texts of a column; `translation.ja` reads the `ja` field of a `translation` column."""
-    if column in dataset.column_names:
-        return list(dataset[column])
-    outer, _, inner = column.partition(".")
-    return [row[inner] for row in dataset[outer]]
-
-
-# ---------------------------------------------------------------------------------------------
-# Parsers
-# ---------------------------------------------------------------------------------------------
-
-
-def build_annotator(parser: Optional[str], lang: Optional[str] = None, *, constituency: bool = False,
-                    pretokenized: bool = False, disable: Optional[str] = None,
-                    model_dir: Optional[str] = None) -> Optional[Annotator]:
-    """`'stanza'` -> `StanzaAnnotator(lang)` (+ constituency when SLA needs trees), `'none'`/None ->
-    None, `'preparsed'` -> None (annotations come from files, see `preparsed_annotator`),
-    anything else -> `SpacyAnnotator(parser)` (a spaCy pipeline name such as `ja_ginza`)."""
-    if parser is None or parser.lower() in ("none", "preparsed"):
-        return None
-    if parser == "stanza":
-        if not lang:
-            raise ValueError("stanza needs a language code (hf-syntax-mt-train: --parser_lang or --source_lang; "
-                             "hf-syntax-mt annotate / translate: --lang)")
-        processors = "tokenize,pos,lemma,depparse" + (",constituency" if constituency else "")
-        return StanzaAnnotator(lang, processors=processors, pretokenized=pretokenized, model_dir=model_dir)
-    name = parser.split(":", 1)[1] if parser.startswith("spacy:") else parser
-    return SpacyAnnotator(name, disable=[c for c in (disable or "").split(",") if c])
-
-
-def preparsed_annotator(text_file, lang: str) -> PreParsedAnnotator:
-    """Annotations stored next to a data file: `<file>.<lang>.conllu` (+ `<file>.<lang>.tree`,
-    one bracketed tree a line, if present), e.g. `train.src.conllu` for the prefix `train`."""
-    conllu = Path(f"{text_file}.{lang}.conllu")
-    if not conllu.is_file():
-        raise FileNotFoundError(f"--parser preparsed: {conllu} not found (expected next to {text_file})")
-    trees_path = Path(f"{text_file}.{lang}.tree")
-    trees = _read_lines(trees_path) if trees_path.is_file() else None
-    return PreParsedAnnotator(read_conllu(conllu, trees=trees))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -646,32 +319,6 @@ def _source_spacing(data_args: DataArguments, raw, config, *, continuing: bool) 
                     "is removed in training and at inference, so the model reads natural and segmented text alike; "
                     "--source_spacing segmented keeps a segmented corpus's spaces)")
     return spacing
-
-
-def _skip_texts_too_long_for(parser: Optional[Annotator], raw, data_args: DataArguments, side: int,
-                             split_files: dict) -> None:
-    """Drop the pairs whose source (`side` 0) or target (1) text is longer than `parser` accepts
-    (`max_text_bytes`, e.g. SudachiPy's 49,149 bytes), with a warning naming their file and lines;
-    without this the parser stops feature building with an error that names neither."""
-    limit = getattr(parser, "max_text_bytes", None)
-    if limit is None:
-        return
-    for split in [name for name in ("train", "validation", "test") if name in raw]:
-        dataset = raw[split]
-        texts = column_texts(dataset, text_columns(dataset, data_args)[side])
-        too_long = [i for i, text in enumerate(texts) if len(text.encode("utf-8")) > limit]
-        if not too_long:
-            continue
-        if "line" in dataset.column_names and split_files.get(split):
-            files = _data_files(split_files[split], data_args.source_lang, data_args.target_lang)
-            where = f"{files[side % len(files)]}: {_line_list([dataset['line'][i] for i in too_long])}"
-        else:
-            where = f"rows {', '.join(map(str, too_long[:10]))}" + (" ..." if len(too_long) > 10 else "")
-        logger.warning("skipped %d %s pair(s) whose %s is longer than the parser %s accepts (%d UTF-8 bytes): %s",
-                       len(too_long), split, ("source", "target")[side], getattr(parser, "model", parser.name), limit,
-                       where)
-        drop = set(too_long)
-        raw[split] = dataset.select([i for i in range(len(dataset)) if i not in drop])
 
 
 def cpu_has_native_bf16() -> bool:
@@ -969,7 +616,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     parser_name = _parser_name(model_args, config)  # parsers before the tokenizer: a missing one fails fast
     annotator, target_annotator = _annotators(model_args, data_args, config, parser_name, annotator, target_annotator)
     for side, parser in ((0, annotator), (1, target_annotator)):
-        _skip_texts_too_long_for(parser, raw, data_args, side, split_files)
+        skip_texts_too_long_for(parser, raw, data_args, side, split_files)
     _record_parser(config, annotator, new_model=model is None)
 
     tokenizer = _prepared_tokenizer(model_args, data_args, training_args, raw, config, tokenizer,

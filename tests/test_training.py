@@ -72,7 +72,7 @@ def test_bad_data_files(tmp_path):
 def test_empty_pairs_are_skipped_with_their_lines_named(tmp_path, caplog):
     (tmp_path / "a.en").write_text("one\n\nthree\nfour\n")
     (tmp_path / "a.de").write_text("eins\nzwei\n   \nvier\n")
-    with caplog.at_level(logging.WARNING, logger="hf_syntax_mt.training"):
+    with caplog.at_level(logging.WARNING, logger="hf_syntax_mt.training_data"):
         pairs = read_parallel_file(tmp_path / "a", "en", "de")
     assert pairs == {"source": ["one", "four"], "target": ["eins", "vier"], "line": [1, 4]}
     assert f"{tmp_path / 'a'}.{{en,de}}: skipped 2 pair(s) with an empty source or target line: lines 2, 3" in caplog.text
@@ -405,7 +405,7 @@ def test_sources_longer_than_sudachi_accepts_are_skipped_with_their_lines_named(
         save_strategy="no", load_best_model_at_end=False,
     )
     data_args.source_lang, data_args.target_lang, data_args.validation_file = "ja", "en", None
-    with caplog.at_level(logging.WARNING, logger="hf_syntax_mt.training"):
+    with caplog.at_level(logging.WARNING, logger="hf_syntax_mt.training_data"):
         result = train(model_args, data_args, training_args)
     assert len(result.datasets["train"]) == len(JAPANESE_PAIRS)
     assert (f"skipped 1 train pair(s) whose source is longer than the parser ja_ginza accepts (49149 UTF-8 bytes): "

@@ -1,0 +1,169 @@
+"""The argument dataclasses of `hf_syntax_mt.training.train` (and `training/train.py`'s `HfArgumentParser`):
+`ModelArguments` (preset, config overrides, tokenizer, parser), `DataArguments` (hub dataset or local files,
+languages, lengths, metric tokenizer) and `SyntaxMTTrainingArguments` (`Seq2SeqTrainingArguments` with this
+package's recipe defaults), and `parse_config_overrides` for `--config_overrides`."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Optional
+
+from transformers import Seq2SeqTrainingArguments
+from transformers.trainer_utils import IntervalStrategy, SaveStrategy, SchedulerType
+
+RECIPE_LABEL_SMOOTHING = 0.1  # the seeds' ε; the model's own default is plain cross-entropy (SPEC §1)
+
+
+
+@dataclass
+class ModelArguments:
+    """What to train: preset + overrides (or an existing model), tokenizer, parser."""
+
+    preset: str = field(
+        default="transformer_abs",
+        metadata={"help": "Preset name(s) joined with '+', e.g. transformer_dep_rel+transformer_dbsa+transformer_sla"},
+    )
+    config_overrides: Optional[str] = field(
+        default=None,
+        metadata={"help": "Config overrides 'key=value,...', e.g. 'd_model=256,encoder_layers=3,sla_layers=[1,2]'"},
+    )
+    model_name_or_path: Optional[str] = field(
+        default=None,
+        metadata={"help": "Continue from a saved SyntaxMT model instead of a fresh preset, or start from a MarianMT "
+                  "checkpoint (local or Hub, e.g. Helsinki-NLP/opus-mt-ja-en): converted to --preset, then fine-tuned"},
+    )
+    tokenizer_name: Optional[str] = field(
+        default=None, metadata={"help": "Existing tokenizer; default: the model's, or a joint BPE trained on the data"}
+    )
+    vocab_size: int = field(default=8000, metadata={"help": "Size of the joint BPE vocabulary trained on the data"})
+    split_punctuation: bool = field(
+        default=False,
+        metadata={"help": "Joint BPE: split every punctuation character off its word (raw, untokenized text)"},
+    )
+    parser: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "Source parser: 'stanza', a spaCy pipeline name (e.g. ja_ginza), 'preparsed' (CoNLL-U next to "
+            "the data: <source file>.conllu and optional <source file>.tree) or 'none'. Default: none unless the "
+            "preset needs syntax."
+        },
+    )
+    parser_lang: Optional[str] = field(default=None, metadata={"help": "Language of the stanza parser (default: source_lang)"})
+    parser_pretokenized: bool = field(
+        default=False, metadata={"help": "stanza: the text is whitespace-tokenized, one sentence a line"}
+    )
+    parser_disable: Optional[str] = field(
+        default=None, metadata={"help": "spaCy: comma-separated pipeline components to disable (e.g. ner)"}
+    )
+    parser_model_dir: Optional[str] = field(default=None, metadata={"help": "stanza: model directory"})
+    target_parser: Optional[str] = field(
+        default=None, metadata={"help": "Target parser for the DBSA decoder parse loss (same syntax as --parser)"}
+    )
+    target_parser_lang: Optional[str] = field(default=None, metadata={"help": "Language of a stanza target parser"})
+    distance_source: str = field(
+        default="auto",
+        metadata={"help": "SLA distances from 'constituency' trees, the 'dependency' tree, 'auto' (trees if any), or "
+                  "'flat' (one node over all words: localized attention without syntax, a control); "
+                  "recorded in the config, so translation derives them the same way"},
+    )
+
+
+@dataclass
+class DataArguments:
+    """Where the sentence pairs come from and how they are cut and scored."""
+
+    dataset_name: Optional[str] = field(default=None, metadata={"help": "Hub dataset name (datasets.load_dataset)"})
+    dataset_config_name: Optional[str] = field(default=None, metadata={"help": "Hub dataset configuration"})
+    source_lang: str = field(default="src", metadata={"help": "Source language code / file suffix"})
+    target_lang: str = field(default="tgt", metadata={"help": "Target language code / file suffix"})
+    train_file: Optional[str] = field(
+        default=None,
+        metadata={"help": "Local training data: a .tsv, a .json/.jsonl, or a prefix P of P.<source_lang> + P.<target_lang>"},
+    )
+    validation_file: Optional[str] = field(default=None, metadata={"help": "Local dev data (same formats)"})
+    test_file: Optional[str] = field(default=None, metadata={"help": "Local test data (same formats)"})
+    max_source_length: int = field(default=128, metadata={"help": "Source truncation length (subwords)"})
+    max_target_length: int = field(default=128, metadata={"help": "Target truncation and generation length"})
+    max_train_samples: Optional[int] = field(default=None, metadata={"help": "Use only the first N training pairs"})
+    max_eval_samples: Optional[int] = field(default=None, metadata={"help": "Use only the first N dev pairs"})
+    max_predict_samples: Optional[int] = field(default=None, metadata={"help": "Use only the first N test pairs"})
+    bleu_tokenize: str = field(
+        default="13a", metadata={"help": "sacrebleu tokenizer: 13a, intl, char, zh, ja-mecab (Japanese targets), ..."}
+    )
+    preprocessing_num_workers: Optional[int] = field(default=None, metadata={"help": "Processes for Dataset.map"})
+    overwrite_cache: bool = field(default=False, metadata={"help": "Recompute cached features"})
+    cache_dir: Optional[str] = field(
+        default=None, metadata={"help": "Feature cache for local files (default: the datasets cache)"}
+    )
+    source_spacing: str = field(
+        default="auto",
+        metadata={"help": "How source text is spaced, recorded in the config and applied at inference: 'despace_cjk' "
+                  "(remove whitespace next to CJK characters, so the model reads natural Japanese/Chinese and "
+                  "segmented input alike), 'as_is', 'segmented' (keep a segmented corpus's spaces; the model then "
+                  "expects segmented input), or 'auto' (despace_cjk when the training source contains CJK text, "
+                  "else as_is; a continued model keeps its own)"},
+    )
+
+
+@dataclass
+class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
+    """`Seq2SeqTrainingArguments` with the package's recipe as defaults (all overridable):
+    AdamW β2 = 0.98, lr 7e-4, 800 warm-up steps then inverse-sqrt decay, evaluation by generation
+    each epoch, best checkpoint by BLEU. Label smoothing lives in the model config: a new model is
+    trained with `label_smoothing=RECIPE_LABEL_SMOOTHING` (0.1, unless `--config_overrides` sets it),
+    inside the model's loss with the DBSA parse terms, so `label_smoothing_factor` stays 0."""
+
+    learning_rate: float = field(default=7e-4, metadata={"help": "Peak learning rate"})
+    adam_beta2: float = field(default=0.98, metadata={"help": "AdamW beta2"})
+    lr_scheduler_type: SchedulerType | str = field(default="inverse_sqrt", metadata={"help": "Scheduler (inverse_sqrt: see the hf_syntax_mt.training doc)"})
+    warmup_steps: float = field(default=800, metadata={"help": "Linear warm-up steps"})
+    predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate by generating (BLEU/chrF)"})
+    eval_strategy: IntervalStrategy | str = field(default="epoch", metadata={"help": "When to evaluate (no evaluation without dev data)"})
+    save_strategy: SaveStrategy | str = field(default="epoch", metadata={"help": "When to save checkpoints"})
+    save_total_limit: Optional[int] = field(default=2, metadata={"help": "Checkpoints kept (the best is never deleted)"})
+    load_best_model_at_end: bool = field(default=True, metadata={"help": "Keep the best checkpoint by metric_for_best_model"})
+    metric_for_best_model: Optional[str] = field(default="bleu", metadata={"help": "Metric that picks the best checkpoint"})
+    overwrite_output_dir: bool = field(
+        default=False,
+        metadata={"help": "Train from scratch in an output_dir that holds an earlier run (its checkpoints and tokenizer "
+                  "are replaced); without it the run resumes from the last checkpoint there"},
+    )
+
+    def __post_init__(self):
+        """The recipe saves and evaluates each epoch to keep the best checkpoint; when only one of
+        `eval_strategy` / `save_strategy` is changed, the other follows it (best-checkpoint
+        selection needs a checkpoint at every evaluation), and `eval_strategy="no"` turns it off."""
+        def value(strategy):
+            return str(getattr(strategy, "value", strategy))
+
+        if self.load_best_model_at_end:
+            eval_strategy, save_strategy = value(self.eval_strategy), value(self.save_strategy)
+            if eval_strategy == "no":
+                self.load_best_model_at_end = False
+            elif save_strategy == "epoch" and eval_strategy == "steps":
+                self.save_strategy, self.save_steps = "steps", self.eval_steps or self.logging_steps
+            elif eval_strategy == "epoch" and save_strategy == "steps":
+                self.eval_strategy, self.eval_steps = "steps", self.save_steps
+        super().__post_init__()
+
+
+def parse_config_overrides(text: Optional[str]) -> dict:
+    """'d_model=256,encoder_layers=3,sla_layers=[1,2],activation_function=gelu' -> dict.
+
+    Values are Python literals where they parse (numbers, lists, True/None), else strings."""
+    if not text:
+        return {}
+    out = {}
+    for item in re.split(r",(?=\s*[A-Za-z_]\w*\s*=)", text.strip()):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key.isidentifier():
+            raise ValueError(f"config override {item!r} is not of the form key=value")
+        value = value.strip()
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
