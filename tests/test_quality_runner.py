@@ -812,3 +812,20 @@ def test_carry_takes_exactly_the_parse_caches_a_parserless_machine_reads(setup, 
                         ([line for line in blind_lines if line.strip()], blind_path)]:
         assert [a.text for a in there.parses(lines, "source", path)] == lines
     assert elsewhere.seen == []
+
+
+def test_eval_order_warning_names_the_references_cut_at_the_target_limit(caplog):
+    """The Trainer scores dev against labels cut at max_target_length; a direct greedy pass scores full lines."""
+    validation = {"labels": [[5] * 4, [5] * 8, [5] * 8]}
+    with caplog.at_level("WARNING", logger=runner.logger.name):
+        runner.warn_if_eval_order_differs(30.0, 30.005, validation, limit=8)
+        assert caplog.text == ""
+        runner.warn_if_eval_order_differs(None, 30.0, validation, limit=8)
+        assert caplog.text == ""
+        runner.warn_if_eval_order_differs(30.0, 29.0, validation, limit=8)
+    assert "Trainer dev BLEU 30.00 != direct greedy generate 29.00: check the eval order" in caplog.text
+    assert "(2 of 3 dev references fill max_target_length=8 tokens" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger=runner.logger.name):
+        runner.warn_if_eval_order_differs(30.0, 29.0, validation, limit=9)
+    assert "check the eval order" in caplog.text and "dev references fill" not in caplog.text

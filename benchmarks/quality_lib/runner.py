@@ -255,11 +255,48 @@ def record_parser(model, corpus: Corpus, run_dir: Path) -> None:
         config.save_pretrained(run_dir)
 
 
+def run_arguments(corpus: Corpus, preset: str, seed: int, args, run_dir: Path, training: dict):
+    """`(ModelArguments, DataArguments, SyntaxMTTrainingArguments)` of one run: the recipe's model and
+    training settings for `preset` (`training`, with the command line's --max-steps / --bf16 applied) and its
+    data files, trained into `run_dir`."""
+    from hf_syntax_mt.training import DataArguments, ModelArguments, SyntaxMTTrainingArguments
+
+    recipe = corpus.recipe
+    base_preset, overrides, _ = run_settings(recipe, preset)
+    training_args = SyntaxMTTrainingArguments(output_dir=str(run_dir), seed=seed, use_cpu=args.device == "cpu",
+                                              report_to="none", disable_tqdm=True, **training)
+    model_args = ModelArguments(preset=base_preset, config_overrides=",".join(f"{k}={v!r}" for k, v in overrides.items()),
+                                vocab_size=recipe["vocab_size"],
+                                distance_source=overrides.get("distance_source", recipe.get("distance_source", "auto")))
+    data_args = DataArguments(
+        source_lang=recipe["source_lang"], target_lang=recipe["target_lang"],
+        train_file=str(corpus.paths["train"][0]), validation_file=str(corpus.paths["dev"][0]),
+        max_source_length=recipe["max_source_length"], max_target_length=recipe["max_target_length"],
+        bleu_tokenize=recipe["bleu_tokenize"], cache_dir=str(Path(args.runs_dir) / "feature_cache"),
+        source_spacing=corpus.source_spacing,
+    )
+    return model_args, data_args, training_args
+
+
+def warn_if_eval_order_differs(trainer_bleu: Optional[float], direct_bleu: float, validation, limit: int) -> None:
+    """The eval-order check: a direct greedy pass over dev must give the Trainer's greedy dev BLEU; warn if not
+    (naming the dev references the Trainer scored cut at `limit` target tokens, the one honest difference)."""
+    if trainer_bleu is None or abs(trainer_bleu - direct_bleu) <= 0.01:
+        return
+    # the Trainer's references are the labels, cut at max_target_length tokens; the direct pass scores the full lines
+    labels = validation["labels"]
+    truncated = sum(len(ids) >= limit for ids in labels)
+    cut_note = (f" ({truncated} of {len(labels)} dev references fill max_target_length={limit} tokens: "
+                "the Trainer scores them cut there, the direct pass in full)") if truncated else ""
+    logger.warning("Trainer dev BLEU %.2f != direct greedy generate %.2f: check the eval order%s",
+                   trainer_bleu, direct_bleu, cut_note)
+
+
 def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     """Train one (preset, seed) with the recipe, then translate dev with the final beam."""
     import torch
 
-    from hf_syntax_mt.training import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
+    from hf_syntax_mt.training import train
     from transformers.trainer_utils import get_last_checkpoint
 
     recipe = corpus.recipe
@@ -272,19 +309,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         training["max_steps"] = args.max_steps
     if args.bf16 is not None:
         training["bf16"] = args.bf16
-    training_args = SyntaxMTTrainingArguments(output_dir=str(run_dir), seed=seed, use_cpu=args.device == "cpu",
-                                              report_to="none",
-                                              disable_tqdm=True, **training)
-    model_args = ModelArguments(preset=base_preset, config_overrides=",".join(f"{k}={v!r}" for k, v in overrides.items()),
-                                vocab_size=recipe["vocab_size"],
-                                distance_source=overrides.get("distance_source", recipe.get("distance_source", "auto")))
-    data_args = DataArguments(
-        source_lang=recipe["source_lang"], target_lang=recipe["target_lang"],
-        train_file=str(corpus.paths["train"][0]), validation_file=str(corpus.paths["dev"][0]),
-        max_source_length=recipe["max_source_length"], max_target_length=recipe["max_target_length"],
-        bleu_tokenize=recipe["bleu_tokenize"], cache_dir=str(Path(args.runs_dir) / "feature_cache"),
-        source_spacing=corpus.source_spacing,
-    )
+    model_args, data_args, training_args = run_arguments(corpus, preset, seed, args, run_dir, training)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "quality_run.json").write_text(json.dumps({"recipe": recipe["name"], "preset": preset, "seed": seed}))
     command = args.command
@@ -302,8 +327,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     steps_per_epoch = -(-len(result.datasets["train"]) // training_args.per_device_train_batch_size)
     epochs_done = state.global_step / steps_per_epoch
     epochs_this_process = (state.global_step - resumed_step) / steps_per_epoch
-    # the eval-order check: a direct greedy pass must give the Trainer's greedy dev BLEU
-    # (the Trainer's collator feeds the parser's trees, also to a self-parsing model)
+    # a direct greedy pass for `warn_if_eval_order_differs` (the Trainer's collator feeds the parser's trees,
+    # also to a self-parsing model)
     config = model.config
     greedy = translate(model, tokenizer, corpus.texts["dev"][0],
                        corpus.parses(corpus.texts["dev"][0], "source", corpus.paths["dev"][0])
@@ -346,14 +371,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         "bf16": bool(training.get("bf16")), "threads": torch.get_num_threads(), "device": device_description(args.device),
         "git_commit": _git_commit(), "run_dir": str(run_dir), "command": command,
     }
-    if out["dev_greedy_bleu_trainer"] is not None and abs(out["dev_greedy_bleu_trainer"] - direct_greedy["bleu"]) > 0.01:
-        # the Trainer's references are the labels, cut at max_target_length tokens; the direct pass scores the full lines
-        labels, limit = result.datasets["validation"]["labels"], recipe["max_target_length"]
-        truncated = sum(len(ids) >= limit for ids in labels)
-        cut_note = (f" ({truncated} of {len(labels)} dev references fill max_target_length={limit} tokens: "
-                    "the Trainer scores them cut there, the direct pass in full)") if truncated else ""
-        logger.warning("Trainer dev BLEU %.2f != direct greedy generate %.2f: check the eval order%s",
-                       out["dev_greedy_bleu_trainer"], direct_greedy["bleu"], cut_note)
+    warn_if_eval_order_differs(out["dev_greedy_bleu_trainer"], direct_greedy["bleu"], result.datasets["validation"],
+                               recipe["max_target_length"])
     result_path.parent.mkdir(parents=True, exist_ok=True)
     result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     logger.info("wrote %s: dev BLEU %.2f (beam %d)", result_path, out["dev"]["bleu"], recipe["final_num_beams"])
