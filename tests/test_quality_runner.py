@@ -814,18 +814,28 @@ def test_carry_takes_exactly_the_parse_caches_a_parserless_machine_reads(setup, 
     assert elsewhere.seen == []
 
 
-def test_eval_order_warning_names_the_references_cut_at_the_target_limit(caplog):
-    """The Trainer scores dev against labels cut at max_target_length; a direct greedy pass scores full lines."""
-    validation = {"labels": [[5] * 4, [5] * 8, [5] * 8]}
+
+class _DigitTokenizer:
+    """Reads token k back as the ASCII digit k, as an NFKC tokenizer reads back a full-width digit."""
+
+    def batch_decode(self, rows, skip_special_tokens=True):
+        return [" ".join(str(k) for k in row) for row in rows]
+
+
+def test_eval_order_warning_names_the_references_that_differ(caplog):
+    """The Trainer scores dev against the labels read back by the tokenizer (cut at max_target_length); a direct
+    greedy pass scores the dev lines: the warning says which references differ, or else blames the eval order."""
+    validation = {"labels": [[5] * 4, [5] * 8, [1, 2]]}
+    references = ["5 5 5 5", "5 5 5 5 5 5 5 5", "１ 2"]
     with caplog.at_level("WARNING", logger=runner.logger.name):
-        runner.warn_if_eval_order_differs(30.0, 30.005, validation, limit=8)
+        runner.warn_if_eval_order_differs(30.0, 30.005, validation, 8, _DigitTokenizer(), references)
+        runner.warn_if_eval_order_differs(None, 30.0, validation, 8, _DigitTokenizer(), references)
         assert caplog.text == ""
-        runner.warn_if_eval_order_differs(None, 30.0, validation, limit=8)
-        assert caplog.text == ""
-        runner.warn_if_eval_order_differs(30.0, 29.0, validation, limit=8)
-    assert "Trainer dev BLEU 30.00 != direct greedy generate 29.00: check the eval order" in caplog.text
-    assert "(2 of 3 dev references fill max_target_length=8 tokens" in caplog.text
+        runner.warn_if_eval_order_differs(30.0, 29.0, validation, 8, _DigitTokenizer(), references)
+    assert "Trainer dev BLEU 30.00 != direct greedy generate 29.00; the Trainer's references differ" in caplog.text
+    assert "1 of 3 dev references fill max_target_length=8 tokens" in caplog.text
+    assert "1 of 3 dev references read back from their tokens as other text" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger=runner.logger.name):
-        runner.warn_if_eval_order_differs(30.0, 29.0, validation, limit=9)
-    assert "check the eval order" in caplog.text and "dev references fill" not in caplog.text
+        runner.warn_if_eval_order_differs(30.0, 29.0, validation, 9, _DigitTokenizer(), references[:2] + ["1 2"])
+    assert "on the same references: check the eval order" in caplog.text

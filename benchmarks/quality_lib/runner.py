@@ -278,18 +278,28 @@ def run_arguments(corpus: Corpus, preset: str, seed: int, args, run_dir: Path, t
     return model_args, data_args, training_args
 
 
-def warn_if_eval_order_differs(trainer_bleu: Optional[float], direct_bleu: float, validation, limit: int) -> None:
-    """The eval-order check: a direct greedy pass over dev must give the Trainer's greedy dev BLEU; warn if not
-    (naming the dev references the Trainer scored cut at `limit` target tokens, the one honest difference)."""
+def warn_if_eval_order_differs(trainer_bleu: Optional[float], direct_bleu: float, validation, limit: int,
+                               tokenizer, references: Sequence[str]) -> None:
+    """The eval-order check: a direct greedy pass over dev must give the Trainer's greedy dev BLEU; warn if not.
+    The Trainer's references are the labels read back by the tokenizer, the direct pass's the dev lines, so the
+    warning names the references that differ: those cut at `limit` target tokens and those the tokenizer's
+    normalization changes (e.g. NFKC turns full-width digits into ASCII ones)."""
     if trainer_bleu is None or abs(trainer_bleu - direct_bleu) <= 0.01:
         return
-    # the Trainer's references are the labels, cut at max_target_length tokens; the direct pass scores the full lines
     labels = validation["labels"]
     truncated = sum(len(ids) >= limit for ids in labels)
-    cut_note = (f" ({truncated} of {len(labels)} dev references fill max_target_length={limit} tokens: "
-                "the Trainer scores them cut there, the direct pass in full)") if truncated else ""
-    logger.warning("Trainer dev BLEU %.2f != direct greedy generate %.2f: check the eval order%s",
-                   trainer_bleu, direct_bleu, cut_note)
+    read_back = tokenizer.batch_decode(labels, skip_special_tokens=True)
+    changed = sum(" ".join(a.split()) != " ".join(b.split()) for a, b in zip(read_back, references))
+    notes = ([f"{truncated} of {len(labels)} dev references fill max_target_length={limit} tokens and are scored cut "
+              "there"] if truncated else []) + \
+        ([f"{changed} of {len(labels)} dev references read back from their tokens as other text (the tokenizer's "
+          "normalization)"] if changed else [])
+    if notes:
+        logger.warning("Trainer dev BLEU %.2f != direct greedy generate %.2f; the Trainer's references differ from the "
+                       "dev lines: %s", trainer_bleu, direct_bleu, "; ".join(notes))
+    else:
+        logger.warning("Trainer dev BLEU %.2f != direct greedy generate %.2f on the same references: check the eval "
+                       "order", trainer_bleu, direct_bleu)
 
 
 def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
@@ -372,7 +382,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         "git_commit": _git_commit(), "run_dir": str(run_dir), "command": command,
     }
     warn_if_eval_order_differs(out["dev_greedy_bleu_trainer"], direct_greedy["bleu"], result.datasets["validation"],
-                               recipe["max_target_length"])
+                               recipe["max_target_length"], tokenizer, corpus.texts["dev"][1])
     result_path.parent.mkdir(parents=True, exist_ok=True)
     result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     logger.info("wrote %s: dev BLEU %.2f (beam %d)", result_path, out["dev"]["bleu"], recipe["final_num_beams"])
