@@ -819,13 +819,17 @@ class _DigitTokenizer:
     """Reads token k back as the ASCII digit k, as an NFKC tokenizer reads back a full-width digit."""
 
     def batch_decode(self, rows, skip_special_tokens=True):
+        # a fast tokenizer takes lists of ints only (a datasets Column raises TypeError inside it)
+        assert isinstance(rows, list) and all(isinstance(row, list) for row in rows), type(rows)
         return [" ".join(str(k) for k in row) for row in rows]
 
 
 def test_eval_order_warning_names_the_references_that_differ(caplog):
     """The Trainer scores dev against the labels read back by the tokenizer (cut at max_target_length); a direct
     greedy pass scores the dev lines: the warning says which references differ, or else blames the eval order."""
-    validation = {"labels": [[5] * 4, [5] * 8, [1, 2]]}
+    import datasets
+
+    validation = datasets.Dataset.from_dict({"labels": [[5] * 4, [5] * 8, [1, 2]]})  # as train() returns it
     references = ["5 5 5 5", "5 5 5 5 5 5 5 5", "１ 2"]
     with caplog.at_level("WARNING", logger=runner.logger.name):
         runner.warn_if_eval_order_differs(30.0, 30.005, validation, 8, _DigitTokenizer(), references)

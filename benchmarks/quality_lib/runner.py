@@ -286,7 +286,7 @@ def warn_if_eval_order_differs(trainer_bleu: Optional[float], direct_bleu: float
     normalization changes (e.g. NFKC turns full-width digits into ASCII ones)."""
     if trainer_bleu is None or abs(trainer_bleu - direct_bleu) <= 0.01:
         return
-    labels = validation["labels"]
+    labels = [list(ids) for ids in validation["labels"]]  # a datasets Column reads as a list of lists
     truncated = sum(len(ids) >= limit for ids in labels)
     read_back = tokenizer.batch_decode(labels, skip_special_tokens=True)
     changed = sum(" ".join(a.split()) != " ".join(b.split()) for a, b in zip(read_back, references))
