@@ -402,6 +402,12 @@ def test_subset_recipe_trains_on_the_first_pairs_and_draws_the_data_size_curve(s
         assert rows[0][column] == f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}] (1)"
     assert (folder / "cards" / "quality_synthetic.src-tgt_data_size.png").stat().st_size > 1000
     assert "quality_synthetic.src-tgt_data_size.png" in text
+    header, rows = _table(text, "preset | 24 pairs, seed 1")
+    assert header == ["preset", "24 pairs, seed 1"] and [row[0] for row in rows] == ["transformer_abs", "transformer_rel"]
+    for row in rows:
+        run = json.loads((folder / "results" / "synthetic.src-tgt.half" / row[0] / "seed1.json").read_text())
+        best = max(run["dev_bleu_by_eval"], key=lambda h: h["bleu"])["epoch"]
+        assert row[1] == f"{run['dev']['bleu']:.2f} / {run['dev']['chrf']:.2f} ({best:g})"
 
 
 def test_summary_of_one_recipe_keeps_the_other_recipes_tables(setup):

@@ -286,6 +286,11 @@ def subset_recipes(recipe: dict) -> list[dict]:
             if json.loads(path.read_text(encoding="utf-8")).get("subset_of") == recipe["name"]]
 
 
+def train_pairs(recipe: dict, run: dict) -> int:
+    """The number of pairs the run trained on (older results do not record it: then the recipe's)."""
+    return run.get("train_pairs") or recipe.get("train_pairs") or len(read_lines(resolve(recipe, recipe["data"]["train"][0])))
+
+
 def data_size_lines(recipe: dict, results_dir: Path, chart_dir: Path) -> list[str]:
     """Δ dev BLEU against abs by the number of training pairs: this recipe and its subset recipes, for the run
     names the subset recipes train; a table and a chart once a subset recipe has results."""
@@ -297,8 +302,7 @@ def data_size_lines(recipe: dict, results_dir: Path, chart_dir: Path) -> list[st
         runs, by_preset = load_runs(r, results_dir)
         if BASELINE not in by_preset or not set(by_preset) & set(names) or (r is recipe and not sizes):
             continue
-        pairs = by_preset[BASELINE][0].get("train_pairs") or r.get("train_pairs") or \
-            len(read_lines(resolve(r, r["data"]["train"][0])))
+        pairs = train_pairs(r, by_preset[BASELINE][0])
         stats = dev_statistics(r, {p: rs for p, rs in by_preset.items() if p in names or p == BASELINE},
                                runs[0]["dev"]["sentences"])
         sizes.append(pairs)
@@ -316,7 +320,35 @@ def data_size_lines(recipe: dict, results_dir: Path, chart_dir: Path) -> list[st
         cells = [_fmt_point(points[name].get(n)) for n in sizes]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     chart = plot_data_size_chart(recipe, points, sizes, chart_dir)
-    return lines + ["", f"![Δ dev BLEU vs abs by training pairs]({os.path.relpath(chart, RESULTS_MD.parent)})"]
+    return lines + ["", f"![Δ dev BLEU vs abs by training pairs]({os.path.relpath(chart, RESULTS_MD.parent)})"] \
+        + subset_run_lines(subsets, results_dir)
+
+
+def subset_run_lines(subsets: list[dict], results_dir: Path) -> list[str]:
+    """Markdown table of every subset run: dev BLEU / chrF (final beam) and its best greedy epoch, one column
+    per training-set size and seed that has a run."""
+    cells: dict[str, dict[tuple[int, int], str]] = {}
+    columns, beams = set(), set()
+    for r in subsets:
+        for run in load_runs(r, results_dir)[0]:
+            beams.add(run["dev"]["num_beams"])
+            history = training_evaluations(run)
+            best = max(history, key=lambda h: h["bleu"])["epoch"] if history else None
+            column = (train_pairs(r, run), run["seed"])
+            columns.add(column)
+            cells.setdefault(run["preset"], {})[column] = (
+                f"{run['dev']['bleu']:.2f} / {run['dev']['chrf']:.2f}" + (f" ({best:g})" if best else ""))
+    if not cells:
+        return []
+    columns = sorted(columns)
+    names = list(dict.fromkeys([p for r in subsets for p in r.get("presets", []) if p in cells] + sorted(cells)))
+    lines = ["", f"Each subset run: dev BLEU / chrF (beam {', '.join(map(str, sorted(beams)))}), its best greedy "
+             "epoch in parentheses (· not run):", "",
+             "| preset | " + " | ".join(f"{n:,} pairs, seed {s}" for n, s in columns) + " |",
+             "|---|" + "---|" * len(columns)]
+    for name in names:
+        lines.append(f"| {name} | " + " | ".join(cells[name].get(c, "·") for c in columns) + " |")
+    return lines
 
 
 def _fmt_point(t: Optional[dict]) -> str:
@@ -365,19 +397,24 @@ def save_chart(fig, path: Path) -> Path:
     return path
 
 
+def training_evaluations(run: dict) -> list[dict]:
+    """The run's per-epoch greedy dev evaluations; a final evaluation of the kept checkpoint (runs before the
+    Trainer stopped decoding dev again after loading the best checkpoint) comes last, at the step of the
+    evaluation before it, and is left out."""
+    history = run.get("dev_bleu_by_eval", [])
+    if len(history) > 1 and history[-1]["step"] == history[-2]["step"]:
+        history = history[:-1]
+    return history
+
+
 def learning_curve_lines(order: list[str], by_preset: dict) -> list[str]:
     """Markdown table of the greedy dev BLEU at each evaluation during training, mean over seeds.
 
-    Read from each run's `dev_bleu_by_eval`; a final evaluation of the kept checkpoint (runs before the
-    Trainer stopped decoding dev again after loading the best checkpoint) comes last, at the step of the
-    evaluation before it, and is left out. The best preset of each column is bold."""
+    Read from each run's `dev_bleu_by_eval` (`training_evaluations`). The best preset of each column is bold."""
     curves = {p: {} for p in order}
     for p in order:
         for r in by_preset[p]:
-            history = r.get("dev_bleu_by_eval", [])
-            if len(history) > 1 and history[-1]["step"] == history[-2]["step"]:
-                history = history[:-1]
-            for h in history:
+            for h in training_evaluations(r):
                 curves[p].setdefault(h["epoch"], []).append(h["bleu"])
     epochs = sorted({e for curve in curves.values() for e in curve})
     if not epochs:
