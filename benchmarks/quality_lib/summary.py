@@ -298,8 +298,9 @@ def data_size_lines(recipe: dict, results_dir: Path, chart_dir: Path) -> list[st
     names = list(dict.fromkeys(p for r in subsets for p in r.get("presets", []) if p != BASELINE))
     points: dict[str, dict[int, dict]] = {name: {} for name in names}
     sizes = []
+    loaded = {r["name"]: load_runs(r, results_dir) for r in subsets + [recipe]}
     for r in subsets + [recipe]:
-        runs, by_preset = load_runs(r, results_dir)
+        runs, by_preset = loaded[r["name"]]
         if BASELINE not in by_preset or not set(by_preset) & set(names) or (r is recipe and not sizes):
             continue
         pairs = train_pairs(r, by_preset[BASELINE][0])
@@ -321,27 +322,27 @@ def data_size_lines(recipe: dict, results_dir: Path, chart_dir: Path) -> list[st
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     chart = plot_data_size_chart(recipe, points, sizes, chart_dir)
     return lines + ["", f"![Δ dev BLEU vs abs by training pairs]({os.path.relpath(chart, RESULTS_MD.parent)})"] \
-        + subset_run_lines(subsets, results_dir)
+        + subset_run_lines([(r, loaded[r["name"]][0]) for r in subsets])
 
 
-def subset_run_lines(subsets: list[dict], results_dir: Path) -> list[str]:
-    """Markdown table of every subset run: dev BLEU / chrF (final beam) and its best greedy epoch, one column
-    per training-set size and seed that has a run."""
+def subset_run_lines(subsets: list[tuple[dict, list[dict]]]) -> list[str]:
+    """Markdown table of every subset run (given as (recipe, its runs) pairs): dev BLEU / chrF (final beam) and
+    its best greedy epoch, one column per training-set size and seed that has a run."""
     cells: dict[str, dict[tuple[int, int], str]] = {}
     columns, beams = set(), set()
-    for r in subsets:
-        for run in load_runs(r, results_dir)[0]:
+    for r, runs in subsets:
+        for run in runs:
             beams.add(run["dev"]["num_beams"])
             history = training_evaluations(run)
             best = max(history, key=lambda h: h["bleu"])["epoch"] if history else None
             column = (train_pairs(r, run), run["seed"])
             columns.add(column)
             cells.setdefault(run["preset"], {})[column] = (
-                f"{run['dev']['bleu']:.2f} / {run['dev']['chrf']:.2f}" + (f" ({best:g})" if best else ""))
+                f"{run['dev']['bleu']:.2f} / {run['dev']['chrf']:.2f}" + (f" ({best:g})" if best is not None else ""))
     if not cells:
         return []
     columns = sorted(columns)
-    names = list(dict.fromkeys([p for r in subsets for p in r.get("presets", []) if p in cells] + sorted(cells)))
+    names = list(dict.fromkeys([p for r, _ in subsets for p in r.get("presets", []) if p in cells] + sorted(cells)))
     lines = ["", f"Each subset run: dev BLEU / chrF (beam {', '.join(map(str, sorted(beams)))}), its best greedy "
              "epoch in parentheses (· not run):", "",
              "| preset | " + " | ".join(f"{n:,} pairs, seed {s}" for n, s in columns) + " |",
