@@ -42,11 +42,12 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Optional
 
 import torch
-from torch.utils.data import SequentialSampler
+from torch.utils.data import DataLoader, SequentialSampler
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
@@ -56,8 +57,9 @@ from transformers import (
 )
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_callback import TrainerState
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy, get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy, get_last_checkpoint, seed_worker
 
+from .batching import TokenBudgetBatchSampler, pair_lengths
 from .configuration_syntax_mt import SyntaxMTConfig
 from .convert_marian import is_marian_checkpoint
 from .data import DataCollatorForSyntaxSeq2Seq, add_syntax_features
@@ -138,6 +140,66 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
             return None
         return SequentialSampler(eval_dataset) if self.args.world_size <= 1 else None
 
+    def get_train_dataloader(self):
+        """Token-budget batches under `--max_tokens_per_batch` (`hf_syntax_mt.batching`), else the Trainer's."""
+        budget = getattr(self.args, "max_tokens_per_batch", None)
+        if budget is None or self.train_dataset is None:
+            return super().get_train_dataloader()
+        sampler = TokenBudgetBatchSampler(
+            dataset_pair_lengths(self.train_dataset), budget, shuffle=True,
+            seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
+            num_replicas=self.args.world_size, rank=self.args.process_index,
+        )
+        if sampler.oversized:
+            logger.warning("%d training pairs are longer than --max_tokens_per_batch %d: each gets a batch of its own "
+                           "(cap them with --max_source_length / --max_target_length)", sampler.oversized, budget)
+        return self._token_budget_dataloader(self.train_dataset, "Training", sampler, is_training=True)
+
+    def get_eval_dataloader(self, eval_dataset=None):
+        dataset = self.eval_dataset[eval_dataset] if isinstance(eval_dataset, str) else \
+            eval_dataset if eval_dataset is not None else self.eval_dataset
+        loader = self._corpus_order_token_dataloader(dataset, "Evaluation")
+        return loader if loader is not None else super().get_eval_dataloader(eval_dataset)
+
+    def get_test_dataloader(self, test_dataset):
+        loader = self._corpus_order_token_dataloader(test_dataset, "test")
+        return loader if loader is not None else super().get_test_dataloader(test_dataset)
+
+    def _corpus_order_token_dataloader(self, dataset, description: str):
+        """Evaluation / prediction batches of consecutive pairs within `--eval_max_tokens_per_batch`, in corpus
+        order; None (the Trainer's fixed-size batches) without a budget or under data parallelism, where the
+        Trainer shards and gathers fixed-size batches."""
+        budget = getattr(self.args, "eval_max_tokens_per_batch", None)
+        if budget is None or dataset is None or not hasattr(dataset, "__len__") or self.args.world_size > 1:
+            return None
+        sampler = TokenBudgetBatchSampler(dataset_pair_lengths(dataset), budget, shuffle=False)
+        return self._token_budget_dataloader(dataset, description, sampler, is_training=False)
+
+    def _token_budget_dataloader(self, dataset, description: str, batch_sampler, *, is_training: bool):
+        """A DataLoader over `batch_sampler` with the Trainer's collator, workers and column removal, prepared by
+        accelerate; the sampler already splits the batches between processes, so accelerate's `BatchSamplerShard`
+        is made a passthrough (as the Trainer does for its `BatchRebalanceSampler`)."""
+        import datasets
+
+        collator = self.data_collator
+        if isinstance(dataset, datasets.Dataset):
+            dataset = self._remove_unused_columns(dataset, description=description)
+        else:
+            collator = self._get_collator_with_removed_columns(self.data_collator, description=description)
+        params = dict(batch_sampler=batch_sampler, collate_fn=collator, num_workers=self.args.dataloader_num_workers,
+                      pin_memory=self.args.dataloader_pin_memory,
+                      persistent_workers=self.args.dataloader_persistent_workers)
+        if self.args.dataloader_num_workers > 0:
+            params["prefetch_factor"] = self.args.dataloader_prefetch_factor
+        if is_training:
+            params["worker_init_fn"] = partial(seed_worker, num_workers=self.args.dataloader_num_workers,
+                                               rank=self.args.process_index)
+        loader = self.accelerator.prepare(DataLoader(dataset, **params))
+        wrapper = getattr(loader, "batch_sampler", None)
+        if wrapper is not None and getattr(wrapper, "batch_sampler", None) is batch_sampler:
+            wrapper.num_processes, wrapper.process_index = 1, 0
+        return loader
+
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
         if not self.args.predict_with_generate or prediction_loss_only:
             return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
@@ -176,6 +238,16 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
         if self.is_world_process_zero():
             model_id = getattr(self, "hub_model_id", None) or self.args.output_dir
             write_model_card(self.args.output_dir, **{**self.model_card_info, "model_id": model_id})
+
+
+def dataset_pair_lengths(dataset) -> list[int]:
+    """max(source, target) subwords of every row of a features dataset (`input_ids`, and `labels` when present),
+    the lengths token-budget batches are filled by."""
+    names = getattr(dataset, "column_names", None) or list(dataset[0])
+    if "input_ids" not in names:
+        raise ValueError("token-budget batches need an 'input_ids' column to measure the pairs")
+    targets = [len(ids) for ids in dataset["labels"]] if "labels" in names else None
+    return pair_lengths([len(ids) for ids in dataset["input_ids"]], targets)
 
 
 def bleu_metric_fn(tokenizer, bleu_tokenize: str = "13a"):

@@ -130,6 +130,18 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
         metadata={"help": "Train from scratch in an output_dir that holds an earlier run (its checkpoints and tokenizer "
                   "are replaced); without it the run resumes from the last checkpoint there"},
     )
+    max_tokens_per_batch: Optional[int] = field(
+        default=None,
+        metadata={"help": "Token-budget batches (as fairseq --max-tokens): each training batch holds at most this many "
+                  "padded positions, sentences x the longest side of its longest pair, after sorting by length "
+                  "(batches shuffled with the seed every epoch; a longer pair gets a batch of its own). Replaces "
+                  "--per_device_train_batch_size; per process under data parallelism. Default: fixed-size batches"},
+    )
+    eval_max_tokens_per_batch: Optional[int] = field(
+        default=None,
+        metadata={"help": "Token budget of evaluation and prediction batches (consecutive pairs in corpus order); "
+                  "default: --max_tokens_per_batch"},
+    )
 
     def __post_init__(self):
         """The recipe saves and evaluates each epoch to keep the best checkpoint; when only one of
@@ -147,6 +159,15 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
             elif eval_strategy == "epoch" and save_strategy == "steps":
                 self.eval_strategy, self.eval_steps = "steps", self.save_steps
         super().__post_init__()
+        for name in ("max_tokens_per_batch", "eval_max_tokens_per_batch"):
+            budget = getattr(self, name)
+            if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+                raise ValueError(f"--{name} {budget!r}: expected a positive number of tokens")
+        if self.max_tokens_per_batch is not None and value(self.train_sampling_strategy) == "group_by_length":
+            raise ValueError("--max_tokens_per_batch already groups pairs by length: drop "
+                             "--train_sampling_strategy group_by_length")
+        if self.eval_max_tokens_per_batch is None:
+            self.eval_max_tokens_per_batch = self.max_tokens_per_batch
 
 
 def parse_config_overrides(text: Optional[str]) -> dict:

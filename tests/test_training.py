@@ -413,9 +413,11 @@ def test_sources_longer_than_sudachi_accepts_are_skipped_with_their_lines_named(
 
 
 @pytest.mark.slow
-def test_accelerate_two_cpu_processes(tmp_path):
+@pytest.mark.parametrize("budget", [None, 120])
+def test_accelerate_two_cpu_processes(tmp_path, budget):
     """`accelerate launch --multi_gpu --num_processes 2 training/train.py --use_cpu true ...` on CPU
-    (opt-in: HF_SYNTAX_MT_SLOW=1)."""
+    (opt-in: HF_SYNTAX_MT_SLOW=1), with fixed-size batches and with token-budget batches (the sampler splits
+    its 10 batches an epoch between the processes: 5 steps an epoch)."""
     import os
     import subprocess
     import sys
@@ -434,11 +436,14 @@ def test_accelerate_two_cpu_processes(tmp_path):
            "--per_device_train_batch_size", "8", "--eval_strategy", "steps", "--eval_steps", "4", "--save_strategy",
            "steps", "--save_steps", "4", "--warmup_steps", "1", "--logging_steps", "2", "--disable_tqdm", "true",
            "--cache_dir", str(tmp_path / "cache"), "--use_cpu", "true"]
+    if budget:
+        cmd += ["--max_tokens_per_batch", str(budget)]
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     state = json.loads((tmp_path / "out" / "trainer_state.json").read_text())
-    assert state["epoch"] == pytest.approx(4 / 3, abs=0.01)  # 48 pairs / (2 processes x 8) = 3 steps an epoch
+    # 48 pairs / (2 processes x 8) = 3 steps an epoch; 10 token-budget batches / 2 processes = 5
+    assert state["epoch"] == pytest.approx(4 / 5 if budget else 4 / 3, abs=0.01)
     assert state["global_step"] == 4 and any("eval_bleu" in h for h in state["log_history"])
     assert (tmp_path / "out" / "model.safetensors").is_file()
 

@@ -1,0 +1,133 @@
+"""Token-budget batching: batches filled up to a number of padded positions, as NMT toolkits batch
+(fairseq `--max-tokens`, OpenNMT-py `batch_type: tokens`, Marian `--mini-batch-words`).
+
+The size of a batch is what it costs after padding: its number of sentences times the longest side of
+its longest pair,
+
+    padded_tokens(batch) = len(batch) · max_{i ∈ batch} max(source_length_i, target_length_i)
+
+(fairseq's `batch_by_size` counts the same with `num_tokens = max(src, tgt)`), kept ≤ `max_tokens`.
+A pair longer than the budget on its own gets a batch of its own: nothing is dropped.
+
+Training (`shuffle=True`): every epoch a permutation seeded by (seed, epoch) breaks ties, a stable sort by
+length puts similar lengths together, batches are filled greedily in that order, and the batch order is
+shuffled with the same generator. The batch boundaries depend only on the sorted lengths, so every epoch
+has the same number of batches (the learning-rate schedule counts updates as usual), and the batches of an
+epoch are a function of (seed, epoch) alone: a resumed run skips into the very batches it stopped in.
+Under data parallelism (`num_replicas` > 1) the epoch's batch list is extended by repeating its first
+batches to a multiple of `num_replicas` and process `rank` takes batches rank, rank + num_replicas, ...:
+every process gets distinct batches and the same number of them.
+
+Evaluation and prediction (`shuffle=False`): consecutive pairs in corpus order, so the predictions come
+back in the order of the references.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Iterator, Optional, Sequence
+
+from torch.utils.data import Sampler
+
+
+def padded_tokens(lengths: Sequence[int], batch: Sequence[int]) -> int:
+    """len(batch) · max length in the batch: the positions the batch occupies after padding."""
+    return len(batch) * max((lengths[i] for i in batch), default=0)
+
+
+def fill_batches(order: Sequence[int], lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Cut `order` into consecutive batches whose padded size stays ≤ `max_tokens` (a pair longer than the
+    budget alone makes a batch of its own)."""
+    batches, batch, longest = [], [], 0
+    for index in order:
+        length = lengths[index]
+        if batch and (len(batch) + 1) * max(longest, length) > max_tokens:
+            batches.append(batch)
+            batch, longest = [], 0
+        batch.append(index)
+        longest = max(longest, length)
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def padding_share(lengths: Sequence[int], batches: Sequence[Sequence[int]]) -> float:
+    """The share of the padded positions of `batches` that are padding (0 = none)."""
+    padded = sum(padded_tokens(lengths, batch) for batch in batches)
+    real = sum(lengths[i] for batch in batches for i in batch)
+    return 1.0 - real / padded if padded else 0.0
+
+
+def pair_lengths(source_lengths: Sequence[int], target_lengths: Optional[Sequence[int]] = None) -> list[int]:
+    """max(source_length, target_length) per pair (the source length alone when there are no targets)."""
+    if target_lengths is None:
+        return list(source_lengths)
+    if len(target_lengths) != len(source_lengths):
+        raise ValueError(f"{len(source_lengths)} source lengths but {len(target_lengths)} target lengths")
+    return [max(s, t) for s, t in zip(source_lengths, target_lengths)]
+
+
+class TokenBudgetBatchSampler(Sampler[list[int]]):
+    """Batches of dataset indices holding at most `max_tokens` padded positions (see the module docstring).
+
+    Args:
+        lengths: max(source, target) length of every pair, in subwords (`pair_lengths`).
+        max_tokens: the budget of padded positions per batch (per process under data parallelism).
+        shuffle: training order (length-sorted batches in a seeded random order, new each epoch) if True;
+            consecutive pairs in corpus order if False.
+        seed: the seed of the training order; epoch e uses (seed, e).
+        num_replicas, rank: data-parallel processes and this process's index (training only).
+    """
+
+    def __init__(self, lengths: Sequence[int], max_tokens: int, *, shuffle: bool = True, seed: int = 0,
+                 num_replicas: int = 1, rank: int = 0):
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise ValueError(f"max_tokens_per_batch={max_tokens!r}: expected a positive number of tokens")
+        if num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} of {num_replicas} data-parallel processes is not a valid process")
+        if any(length < 0 for length in lengths):
+            raise ValueError("sequence lengths must be >= 0")
+        if not shuffle and num_replicas > 1:
+            raise ValueError("corpus-order batches (shuffle=False) are for one process; evaluation under data "
+                             "parallelism uses the Trainer's own sharded batches")
+        self.lengths = list(lengths)
+        self.max_tokens = max_tokens
+        self.shuffle = shuffle
+        self.seed = seed
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.epoch = 0
+        count = len(fill_batches(sorted(range(len(self.lengths)), key=self.lengths.__getitem__), self.lengths,
+                                 max_tokens) if shuffle else fill_batches(range(len(self.lengths)), self.lengths, max_tokens))
+        self._batches_per_process = -(-count // num_replicas)
+        self.oversized = sum(length > max_tokens for length in self.lengths)
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch whose batches `__iter__` yields (the Trainer calls it before each epoch)."""
+        self.epoch = epoch
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """All processes' batches of `epoch`, in training order (before the split between processes)."""
+        if not self.shuffle:
+            return fill_batches(range(len(self.lengths)), self.lengths, self.max_tokens)
+        generator = random.Random(f"{self.seed}-{epoch}")
+        order = list(range(len(self.lengths)))
+        generator.shuffle(order)  # ties between equal lengths broken at random, differently each epoch
+        order.sort(key=self.lengths.__getitem__)  # stable
+        batches = fill_batches(order, self.lengths, self.max_tokens)
+        generator.shuffle(batches)
+        return batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self.epoch_batches(self.epoch)
+        if self.num_replicas > 1 and batches:
+            total = self._batches_per_process * self.num_replicas
+            batches = [batches[i % len(batches)] for i in range(total)]  # the first ones again, to even the split
+            batches = batches[self.rank:: self.num_replicas]
+        return iter(batches)
+
+    def __len__(self) -> int:
+        return self._batches_per_process
+
+
+__all__ = ["TokenBudgetBatchSampler", "fill_batches", "pair_lengths", "padded_tokens", "padding_share"]
