@@ -4,6 +4,7 @@
     python benchmarks/marian_finetune.py step0                        # converted models before fine-tuning only
     python benchmarks/marian_finetune.py summary                      # results/<name>/summary.md
     python benchmarks/marian_finetune.py run --smoke                  # tiny sizes and steps: checks the pipeline only
+    python benchmarks/marian_finetune.py run --syntax-lr-multiplier 10 --results-dir results/marian_finetune_x10
 
 The stand-in for a Hub checkpoint such as Helsinki-NLP/opus-mt-ja-en, built from the ja→en corpus
 (small_parallel_enja, Japanese read as natural text: the corpus's spaces next to CJK characters removed):
@@ -28,6 +29,13 @@ Marian tokenizer files; pretraining takes ~2 h on one CPU core) is fine-tuned as
 needs only the fine-tuning runs. Resumable: the pretrained checkpoint and every finished run (`<results>/<arm>/seed<k>.json`) are skipped,
 an interrupted run resumes from its last checkpoint. `summary` reports mean ± std over seeds and a paired
 bootstrap (quality.py's: 1,000 samples over dev sentences) of each syntax arm against `marian`.
+
+`--syntax-lr-multiplier X` trains the parameters the conversion adds (relation tables, W_rel) at X times the
+fine-tuning lr (`SyntaxMTTrainingArguments.syntax_lr_multiplier`; `marian` has none, so its runs are the same
+for every X and shared); each result records its fine-tuning settings
+and the RMS of the syntax parameters at the end, and runs with other settings than the defaults keep their
+checkpoints apart (`finetune/<arm>-<settings>/`). A result directory holds one setting: a finished result of
+another setting is refused, so give each setting its own `--results-dir`.
 """
 
 from __future__ import annotations
@@ -67,6 +75,7 @@ SMOKE_MODEL = dict(MODEL, d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64, en
 SPM_SIZES = {"source": 4000, "target": 4000}  # a joint vocabulary of ~8k, as the recipe's joint BPE
 BLEU_TOKENIZE, BEAMS, MAX_LENGTH = "13a", 4, 128
 DEFAULT_RESULTS = REPO / "benchmarks" / "results" / "marian_finetune"
+DEFAULT_SETTINGS = {"finetune_lr": 2e-4, "finetune_epochs": 1.0, "syntax_lr_multiplier": 1.0}
 
 
 def read(path: Path, limit=None) -> list[str]:
@@ -220,10 +229,16 @@ def finetune(arm: str, seed: int, pretrained: Path, corpus: Corpus, files: dict,
     from hf_syntax_mt.training import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
 
     result_path = args.results_dir / arm / f"seed{seed}.json"
-    if result_path.is_file():
-        logger.info("%s seed %d: done (%s)", arm, seed, result_path)
-        return json.loads(result_path.read_text())
     preset = ARMS[arm]
+    settings = finetune_settings(args, preset)
+    if result_path.is_file():
+        result = json.loads(result_path.read_text())
+        recorded = {key: result.get(key, DEFAULT_SETTINGS[key]) for key in settings}
+        if recorded != settings:
+            raise ValueError(f"{result_path} was fine-tuned with {recorded}, not {settings}: give this setting "
+                             "its own --results-dir")
+        logger.info("%s seed %d: done (%s)", arm, seed, result_path)
+        return result
     needs_parse = preset != "transformer_abs"
     model_args = ModelArguments(model_name_or_path=str(pretrained), preset=preset,
                                 config_overrides="label_smoothing=0.1,attn_implementation=eager",
@@ -231,13 +246,13 @@ def finetune(arm: str, seed: int, pretrained: Path, corpus: Corpus, files: dict,
     data_args = DataArguments(train_file=files["train"], validation_file=files["dev"], source_lang="ja", target_lang="en",
                               max_source_length=MAX_LENGTH, max_target_length=MAX_LENGTH, source_spacing="despace_cjk",
                               cache_dir=str(args.runs_dir / "features"))
-    output_dir = args.runs_dir / "finetune" / arm / f"seed{seed}"
+    output_dir = args.runs_dir / "finetune" / (arm + settings_tag(settings)) / f"seed{seed}"
     training_args = SyntaxMTTrainingArguments(
         output_dir=str(output_dir), seed=seed, per_device_train_batch_size=64, per_device_eval_batch_size=64,
         learning_rate=args.finetune_lr, warmup_steps=2 if args.smoke else 200, num_train_epochs=args.finetune_epochs,
         max_steps=6 if args.smoke else -1, eval_strategy="steps" if args.smoke else "epoch", eval_steps=3,
         save_strategy="steps" if args.smoke else "epoch", save_steps=3, generation_num_beams=1, logging_steps=50,
-        use_cpu=True, report_to=[], disable_tqdm=True,
+        use_cpu=True, report_to=[], disable_tqdm=True, syntax_lr_multiplier=settings["syntax_lr_multiplier"],
     )
     annotator = None
     if needs_parse:
@@ -249,13 +264,41 @@ def finetune(arm: str, seed: int, pretrained: Path, corpus: Corpus, files: dict,
     model, tokenizer = trained.trainer.model, trained.trainer.processing_class
     result = {"arm": arm, "preset": preset, "seed": seed, "pretrained": os.path.relpath(pretrained, REPO),
               "train_seconds": round(time.time() - start, 1), "device": device_description("cpu"),
-              "threads": args.threads,
+              "threads": args.threads, **settings, "parameter_rms": parameter_rms(model),
               "greedy_dev_bleu_history": [e["eval_bleu"] for e in trained.trainer.state.log_history if "eval_bleu" in e],
               **translate_sets(model, tokenizer, corpus, args.results_dir / arm / f"seed{seed}")}
     result_path.parent.mkdir(parents=True, exist_ok=True)
     result_path.write_text(json.dumps(result, indent=1) + "\n")
     logger.info("%s seed %d: dev BLEU %.2f", arm, seed, result["dev"]["bleu"])
     return result
+
+
+def finetune_settings(args, preset: str) -> dict:
+    """The fine-tuning settings a result records (and its run directory is named by, where not the defaults);
+    plain Marian has no syntax parameters, so the multiplier does not apply to it (its runs are shared)."""
+    multiplier = args.syntax_lr_multiplier if preset != "transformer_abs" else None
+    return {"finetune_lr": args.finetune_lr, "finetune_epochs": args.finetune_epochs,
+            "syntax_lr_multiplier": DEFAULT_SETTINGS["syntax_lr_multiplier"] if multiplier is None else multiplier}
+
+
+def settings_tag(settings: dict) -> str:
+    """'' for the default settings, else e.g. '-finetune_epochs3-syntax_lr_multiplier10'."""
+    return "".join(f"-{key}{value:g}" for key, value in settings.items() if value != DEFAULT_SETTINGS[key])
+
+
+def parameter_rms(model) -> dict:
+    """Root mean square of the relation tables, of W_rel and (for scale) of the encoder's key projections."""
+    import torch
+
+    def rms(names):
+        values = [parameter.detach().float().flatten() for name, parameter in model.named_parameters() if name in names]
+        return round(float(torch.cat(values).pow(2).mean().sqrt()), 6) if values else None
+
+    syntax = model.syntax_parameter_names()
+    return {"relation_tables": rms({n for n in syntax if ".relations.relative." in n or ".relations.dependency." in n}),
+            "w_rel": rms({n for n in syntax if ".relations.combine." in n}),
+            "encoder_k_proj": rms({n for n, _ in model.named_parameters()
+                                   if n.startswith("model.encoder.layers.") and n.endswith("self_attn.k_proj.weight")})}
 
 
 def run(args) -> None:
@@ -347,8 +390,11 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--arms", default=",".join(ARMS))
     parser.add_argument("--pretrain-epochs", type=float, default=8)
-    parser.add_argument("--finetune-epochs", type=float, default=1)
-    parser.add_argument("--finetune-lr", type=float, default=2e-4)
+    parser.add_argument("--finetune-epochs", type=float, default=DEFAULT_SETTINGS["finetune_epochs"])
+    parser.add_argument("--finetune-lr", type=float, default=DEFAULT_SETTINGS["finetune_lr"])
+    parser.add_argument("--syntax-lr-multiplier", type=float, default=None,
+                        help="learning rate of the parameters the conversion adds (relation tables, W_rel) as a "
+                             "multiple of --finetune-lr (default: 1)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--pretrained", type=Path, default=None,
                         help="fine-tune this Marian checkpoint instead of pretraining one (default: "

@@ -24,13 +24,19 @@ For every (preset, seed):
    `scripts/device_quality.sh` prepares, train on parses made elsewhere);
    every run gets them through a `PreParsedAnnotator`, so no run parses again and the
    `datasets` feature cache of `add_syntax_features` is shared by all runs of a preset family;
-3. `hf_syntax_mt.training.train` (greedy dev BLEU each epoch picks the checkpoint);
+3. `hf_syntax_mt.training.train` (greedy BLEU each epoch on the selection split picks the checkpoint: the
+   recipe's `data.tune` where it has one, else dev; `early_stopping_patience` stops after that many
+   evaluations without a better score there);
 4. the best model translates dev (and every `--extra-eval` set) with beam `final_num_beams`
    by a direct `generate` loop in corpus order, scored with sacrebleu; a direct greedy pass is
    compared with the Trainer's greedy dev BLEU (the group_by_length eval-order bug check); the
    recipe's blind test source (`test_source`, whose references the project does not have) is
    translated the same way into `seed<k>.test.beam<k>.txt`, never scored; the saved config records
    the source parser of the parse caches (`config.parser`), so the run dir loads in the pipeline;
+   With `average_last_k`, the mean of the last k checkpoints (`hf_syntax_mt.average_checkpoints`, into
+   `<run dir>/averaged`; `save_total_limit` is raised to keep them) is a second model that no split chose: it
+   translates dev, tune and the blind test set too (`seed<k>.dev.averaged.beam<k>.txt`, ...), recorded as
+   `dev_averaged`, `tune_averaged`, `test_averaged` beside the selected model's `dev`, `tune`, `test`;
 5. `results/<recipe>/<preset>/seed<k>.json` + hypothesis files; checkpoints stay in
    `<runs>/<recipe>/<preset>/seed<k>` (never in the repository). A run whose JSON exists is
    skipped; an interrupted run resumes from its last checkpoint.

@@ -19,6 +19,7 @@ from .modeling_syntax_mt import (
     relative_position_ids,
 )
 
+from .checkpoint_averaging import average_checkpoints, last_checkpoints
 from .data import DataCollatorForSyntaxSeq2Seq, SyntaxFeatureProcessor, add_syntax_features
 from .metrics import load_metric
 from .syntax import (
@@ -63,10 +64,12 @@ __all__ = [
     "SyntaxFeatureProcessor",
     "SyntaxTranslationPipeline",
     "add_syntax_features",
+    "average_checkpoints",
     "convert_marian_model",
     "convert_marian_tokenizer",
     "dependency_to_distance",
     "generate_synthetic_corpus",
+    "last_checkpoints",
     "load_annotator",
     "load_metric",
     "local_range_mask",

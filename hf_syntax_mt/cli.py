@@ -1,16 +1,19 @@
-"""`hf-syntax-mt`: translate, annotate, plot, train, demo.
+"""`hf-syntax-mt`: translate, annotate, plot, train, average, demo.
 
     hf-syntax-mt translate --model DIR [--beams N] [--batch-size B] [FILE] > out.txt
     hf-syntax-mt annotate --parser ja_ginza [--model DIR] [FILE] > features.jsonl
     hf-syntax-mt annotate --model SELF_PARSING_DIR [--conllu GOLD] [FILE] > parsed.conllu
     hf-syntax-mt plot --model DIR --sentence "..." --kind relations|sla|attention --out fig.png
     hf-syntax-mt train --preset transformer_dep_rel --train_file ... (all of training/train.py)
+    hf-syntax-mt average --out DIR (--checkpoints C1 C2 ... | --run-dir RUN --last K)
     hf-syntax-mt demo
 
 Input is one sentence a line (stdin when FILE is omitted); `translate` writes one line per input
 line. An empty, unparsable or not UTF-8 line gives an empty output line and one message on stderr
 (with its 1-based line number); the other lines are translated. Pre-parsed input: `--conllu FILE
-[--trees FILE]` (one CoNLL-U sentence / bracketed tree per input line).
+[--trees FILE]` (one CoNLL-U sentence / bracketed tree per input line); a sentence there that is not one
+tree fails its line alone, named by its number and word IDs in the file. A user error (a bad option,
+file or model) prints one line and exits with status 2, in every command.
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from safetensors import SafetensorError
+
 from .syntax.annotation import DISTANCE_SOURCES
+from .threads import THREADS_HELP
 
 
 def _read_input(path: Optional[str]) -> list[bytes]:
@@ -32,6 +38,8 @@ def _read_input(path: Optional[str]) -> list[bytes]:
     a UTF-8 byte-order mark dropped; `decode_line` (the pipeline's too) reports those that are not UTF-8."""
     if path is None or path == "-":
         data = sys.stdin.buffer.read()
+    elif Path(path).is_dir():
+        raise SystemExit(f"hf-syntax-mt: {path} is a directory, not an input file")
     elif not Path(path).is_file():
         raise SystemExit(f"hf-syntax-mt: input file not found: {path}")
     else:
@@ -56,6 +64,11 @@ def _annotator(args):
     from .syntax import PreParsedAnnotator
     from .training import build_annotator
 
+    if getattr(args, "parser", None) and getattr(args, "conllu", None):
+        raise SystemExit(f"hf-syntax-mt {args.command}: --parser {args.parser} and --conllu both give the parses: "
+                         "--conllu reads them from the file, --parser parses the text; choose one")
+    if getattr(args, "trees", None) and not getattr(args, "conllu", None):
+        raise SystemExit(f"hf-syntax-mt {args.command}: --trees needs --conllu (the trees go with its sentences)")
     if getattr(args, "conllu", None):
         trees = Path(args.trees).read_text(encoding="utf-8").splitlines() if args.trees else None
         return PreParsedAnnotator.from_conllu(args.conllu, trees=trees)
@@ -78,9 +91,14 @@ def cmd_translate(args) -> int:
     from transformers import pipeline
 
     from .pipeline import model_location  # importing it registers the task
+    from .threads import set_torch_threads
 
+    set_torch_threads(args.threads)
     model = model_location(args.model)
     lines = _read_input(args.input)
+    if not lines:
+        print("hf-syntax-mt translate: no input lines (nothing to translate)", file=sys.stderr)
+        return 0
     kwargs = {}
     annotator = _annotator(args)
     if annotator is not None:
@@ -233,6 +251,14 @@ def cmd_train(args, rest) -> int:
     return train_main(rest)
 
 
+def cmd_average(args) -> int:
+    from .checkpoint_averaging import average_checkpoints, last_checkpoints
+
+    checkpoints = args.checkpoints if args.checkpoints else last_checkpoints(args.run_dir, args.last)
+    print(average_checkpoints(checkpoints, args.out))
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .demo import run_from_args
 
@@ -255,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beams", type=_positive_int, default=1, help="beam size (default 1 = greedy)")
     p.add_argument("--batch-size", type=_positive_int, default=16)
     p.add_argument("--max-new-tokens", type=_positive_int, default=None)
+    p.add_argument("--threads", type=int, help=THREADS_HELP)
     _add_parser_options(p)
     p.add_argument("input", nargs="?", help="input file (default: stdin)")
 
@@ -279,6 +306,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     subs.add_parser("train", help="train a model (the flags of training/train.py; --help there)", add_help=False)
 
+    p = subs.add_parser("average", help="average the weights of checkpoints into one model (prints its folder)")
+    p.add_argument("--out", required=True, help="folder to write the averaged model to")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--checkpoints", nargs="+", help="checkpoint folders to average")
+    which.add_argument("--run-dir", help="a training output dir: average its last --last checkpoint-N folders")
+    p.add_argument("--last", type=_positive_int, help="with --run-dir: how many of the last checkpoints")
+
     p = subs.add_parser("demo", help="offline demo: synthetic corpus, abs vs. dep_rel, BLEU, sample translations")
     from .demo import add_arguments
 
@@ -292,14 +326,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv and argv[0] == "train":
         return cmd_train(None, argv[1:])
     args = parser.parse_args(argv)
+    if args.command == "average" and (args.run_dir is None) != (args.last is None):
+        parser.error("average: --run-dir and --last go together (or give --checkpoints)")
     if args.command != "demo":
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # the weight-loading bar; the commands' own output is what counts
-    commands = {"translate": cmd_translate, "annotate": cmd_annotate, "plot": cmd_plot, "demo": cmd_demo}
+    commands = {"translate": cmd_translate, "annotate": cmd_annotate, "plot": cmd_plot, "average": cmd_average,
+                "demo": cmd_demo}
     try:
         return commands[args.command](args)
-    except (ValueError, ImportError, OSError) as err:
+    except SystemExit as stop:
+        if not isinstance(stop.code, str):
+            raise
+        print(stop.code, file=sys.stderr)  # a user error, explained in one line
+        return 2
+    except (ValueError, ImportError, OSError, SafetensorError) as err:  # SafetensorError: a damaged weights file
         print(f"hf-syntax-mt {args.command}: error: {err}", file=sys.stderr)
         return 2
 

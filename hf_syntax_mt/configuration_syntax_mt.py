@@ -14,6 +14,9 @@ DEPENDENCY_SCHEMES = (None, "depth", "labeled")
 RELATION_COMBINATIONS = ("sum", "concat_linear")
 DISTANCE_SOURCES = ("auto", "constituency", "dependency", "flat")  # as syntax.annotation (no parser imports here)
 SOURCE_SPACINGS = ("as_is", "despace_cjk", "segmented")  # as syntax.spacing
+SLA_BINARIZATIONS = ("none", "right", "left")  # as syntax.distance.BINARIZATIONS
+DBSA_DECODER_ROWS = ("reading", "predicting")
+DBSA_LOSS_NORMALIZATIONS = ("kept", "all")
 
 _REL = {"relative_positions": True}
 _DEP = {"dependency_relations": "depth", "relation_combination": "sum"}
@@ -26,6 +29,7 @@ _OPTIONAL_SETTING_TYPES = {  # settings whose default is None: the type of a val
     "dbsa_encoder_layer": int,
     "dbsa_decoder_layer": int,
     "sla_layers": list,
+    "sla_binarize": str,
     "parser": dict,
     "bos_token_id": int,
 }
@@ -72,12 +76,29 @@ class SyntaxMTConfig(PretrainedConfig):
       ablation switches for the key-side (e_ij) and value-side (z_i) terms.
     - `dbsa_encoder_layer`, `dbsa_decoder_layer` (1-based, `None` = off): one head of that layer
       becomes a bi-affine parse head (seeds 001/004); `dbsa_encoder_loss_weight`,
-      `dbsa_decoder_loss_weight` are λ_enc, λ_dec.
+      `dbsa_decoder_loss_weight` are λ_enc, λ_dec. Two conventions of the decoder parse loss that
+      the paper leaves open (SPEC §5): `dbsa_decoder_supervised_row` `"reading"` (default: the decoder
+      position that reads y_i learns y_i's head among the words read so far, y_i included) or
+      `"predicting"` (seed 004's code: the position that predicts y_i learns the head of the word about to
+      be generated among the words already generated); for labels `y0 y1 y2 </s>` with y0→y1, y1 the root,
+      y2→y1 the supervised (row → column) cells are (2 → 2), (3 → 2) reading and (1 → 1), (2 → 1)
+      predicting; arcs to a later head are dropped in both. `dbsa_decoder_loss_normalization` `"kept"`
+      (default: the mean NLL over the supervised arcs) or `"all"` (seed 004's code: the summed NLL over
+      the supervised arcs divided by all target arcs, the dropped ones included).
     - `sla_layers` (1-based encoder layers), `sla_heads`, `sla_tau`: syntax-guided localized
       attention (seed 003) on the last `sla_heads` heads of those layers, from `source_distances`;
       `distance_source`: how those distances come from a parse ("constituency" trees, the
       "dependency" tree, or "auto": trees when the parser gives them; "flat": a flat tree over
       the words, the no-syntax control), the same in training and at inference.
+      `sla_binarize`: `"right"` / `"left"` binarise the trees (or the constituents derived from the
+      dependency tree) as NLTK's `chomsky_normal_form(factor=...)` before Algorithm 1, `"none"` reads the
+      n-ary trees as the paper prints Algorithm 1. Seed 003's code binarises ("right"), so its published
+      numbers come from binary trees: Fig. 1's tree gives raw distances [5, 3, 2, 1, 4] right-binarised
+      against [4, 3, 2, 1, 4] n-ary, and on the PTB sample about 3 gaps in 5 change. Default for a new
+      config: `"right"`, the published setting (`"none"` for a self-parsing model, which derives its
+      distances from the n-ary tree it reads and accepts only `"none"`). A saved config without the key
+      (a model trained before the setting existed, on n-ary distances) loads as `"none"`, so it keeps
+      reading the distances it was trained on. The flat control (`distance_source="flat"`) is never binarised.
     - `self_parsing` (SPEC §9): the model carries its own source parser and needs no external one at
       inference. A parse module of `self_parsing_layers` encoder layers without any tree term
       (the embeddings shared with the encoder, absolute and, when on, relative positions) and
@@ -148,10 +169,13 @@ class SyntaxMTConfig(PretrainedConfig):
         dbsa_decoder_layer=None,
         dbsa_encoder_loss_weight=1.0,
         dbsa_decoder_loss_weight=1.0,
+        dbsa_decoder_supervised_row="reading",
+        dbsa_decoder_loss_normalization="kept",
         sla_layers=None,
         sla_heads=2,
         sla_tau=10.0,
         distance_source="auto",
+        sla_binarize=None,
         source_spacing="as_is",
         self_parsing=False,
         self_parsing_layers=2,
@@ -199,10 +223,13 @@ class SyntaxMTConfig(PretrainedConfig):
         self.dbsa_decoder_layer = dbsa_decoder_layer
         self.dbsa_encoder_loss_weight = dbsa_encoder_loss_weight
         self.dbsa_decoder_loss_weight = dbsa_decoder_loss_weight
+        self.dbsa_decoder_supervised_row = dbsa_decoder_supervised_row
+        self.dbsa_decoder_loss_normalization = dbsa_decoder_loss_normalization
         self.sla_layers = list(sla_layers) if sla_layers else None
         self.sla_heads = sla_heads
         self.sla_tau = sla_tau
         self.distance_source = distance_source
+        self.sla_binarize = sla_binarize if sla_binarize is not None else ("none" if self_parsing else "right")
         self.source_spacing = source_spacing
         self.self_parsing = self_parsing
         self.self_parsing_layers = self_parsing_layers
@@ -241,6 +268,15 @@ class SyntaxMTConfig(PretrainedConfig):
             raise ValueError(f"distance_source={self.distance_source!r}; expected one of {DISTANCE_SOURCES}")
         if self.source_spacing not in SOURCE_SPACINGS:
             raise ValueError(f"source_spacing={self.source_spacing!r}; expected one of {SOURCE_SPACINGS}")
+        if self.sla_binarize not in SLA_BINARIZATIONS:
+            raise ValueError(f"sla_binarize={self.sla_binarize!r}; expected one of {SLA_BINARIZATIONS}")
+        if self.dbsa_decoder_supervised_row not in DBSA_DECODER_ROWS:
+            raise ValueError(
+                f"dbsa_decoder_supervised_row={self.dbsa_decoder_supervised_row!r}; expected one of {DBSA_DECODER_ROWS}"
+            )
+        if self.dbsa_decoder_loss_normalization not in DBSA_LOSS_NORMALIZATIONS:
+            raise ValueError(f"dbsa_decoder_loss_normalization={self.dbsa_decoder_loss_normalization!r}; "
+                             f"expected one of {DBSA_LOSS_NORMALIZATIONS}")
         if self.max_relative_position < 1 or self.max_dependency_distance < 1:
             raise ValueError("max_relative_position and max_dependency_distance must be >= 1")
         for name, layer, count in (
@@ -281,6 +317,11 @@ class SyntaxMTConfig(PretrainedConfig):
                     f"self_parsing=True derives the SLA distances from the dependency tree the model reads, but "
                     f"distance_source={self.distance_source!r}: set distance_source='dependency' or self_parsing=False"
                 )
+            if self.sla_layers and self.sla_binarize != "none":
+                raise ValueError(
+                    f"self_parsing=True derives the SLA distances in the model from the n-ary tree it reads, but "
+                    f"sla_binarize={self.sla_binarize!r}: set sla_binarize='none' or self_parsing=False"
+                )
             if self.self_parsing_layers < 1:
                 raise ValueError(f"self_parsing_layers={self.self_parsing_layers} must be >= 1 (the parse module's layers)")
         if not 0.0 <= self.self_parsing_own_tree_rate <= 1.0:
@@ -289,6 +330,14 @@ class SyntaxMTConfig(PretrainedConfig):
         if self.self_parsing_own_tree_rate and not self.self_parsing:
             raise ValueError(f"self_parsing_own_tree_rate={self.self_parsing_own_tree_rate} needs a parser of the "
                              "model's own: set self_parsing=True, or self_parsing_own_tree_rate=0")
+
+    @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        """As `PretrainedConfig.from_dict`; a dict without `sla_binarize` (a config saved before the setting
+        existed, whose model was trained on n-ary distances) gets `"none"` instead of the new default."""
+        if "sla_binarize" not in config_dict:
+            config_dict = {**config_dict, "sla_binarize": "none"}
+        return super().from_dict(config_dict, **kwargs)
 
     @property
     def needs_source_heads(self):

@@ -15,6 +15,8 @@ The syntax parameters of the preset are added so that the converted model comput
 - a DBSA parse head replaces head 0 of its layer with s_tq = Q_p[t] U K_p[q]^T + K_p[q] u over that head's
   own projections (SPEC §5); U = I / sqrt(d_k) and u = 0 make s equal the replaced head's scores, so the
   model is unchanged until the parse loss turns that head into a parser during fine-tuning (a warning says so);
+- a self-parsing parse module (`self_parsing=True`) starts untrained: it only chooses the trees that the zero
+  relation tables read, so the function is Marian's until its parse loss and the tables have trained;
 - SLA multiplies the attention of its heads by the syntactic mask G, which changes the function at
   initialisation: the converter warns, and the fine-tuning starts from a perturbed Marian.
 
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-import re
 import warnings
 
 import torch
@@ -51,7 +52,6 @@ ARCHITECTURE_SETTINGS = (
     "encoder_ffn_dim", "decoder_ffn_dim", "activation_function", "max_position_embeddings", "scale_embedding",
     "pad_token_id", "eos_token_id", "bos_token_id", "decoder_start_token_id", "tie_word_embeddings",
 )
-SYNTAX_PARAMETER = re.compile(r"\.relations\.|\.parse_(bilinear|key_bias)$")
 _PIECE_NORMAL, _PIECE_USER_DEFINED, _PIECE_BYTE = 1, 4, 6  # sentencepiece ModelProto.SentencePiece.Type
 
 
@@ -138,9 +138,10 @@ def convert_marian_model(model_or_path, preset: str = "transformer_abs", *, mode
 
     model = model_class(config)
     marian_state = marian.state_dict()
+    added = set(model.syntax_parameter_names())
     state, used = {}, set()
     for key in model.state_dict():
-        if SYNTAX_PARAMETER.search(key):
+        if key in added:
             continue
         source = key.replace(".feed_forward.fc", ".fc")
         if source not in marian_state:
@@ -151,7 +152,7 @@ def convert_marian_model(model_or_path, preset: str = "transformer_abs", *, mode
     if unused:
         raise ValueError(f"cannot convert {name}: weights SyntaxMT has no place for: {', '.join(unused[:5])}")
     missing, unexpected = model.load_state_dict(state, strict=False)
-    assert not unexpected and all(SYNTAX_PARAMETER.search(k) for k in missing), (missing, unexpected)
+    assert not unexpected and all(k in added for k in missing), (missing, unexpected)
     _initialize_syntax_as_identity(model)
     model.generation_config = GenerationConfig.from_dict(marian.generation_config.to_dict())
     model.to(marian.dtype).eval()

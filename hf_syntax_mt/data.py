@@ -30,6 +30,8 @@ from .syntax import (
     load_annotator,
     token_features,
 )
+from .syntax.distance import BINARIZATIONS
+from .tokenization import despaces_cjk
 
 SYNTAX_FEATURES = {"source_heads": IGNORE_INDEX, "source_distances": LARGE_DISTANCE, "target_heads": IGNORE_INDEX}
 """Syntax feature names and their padding values."""
@@ -48,9 +50,15 @@ class SyntaxFeatureProcessor:
         distance_source: "auto" (constituency trees when the parser gives them, else derived from
             the dependency tree), "constituency", "dependency" or "flat" (no syntax: every word gap
             alike, see ``Annotation.word_distances``).
+        distance_binarize: "none" (Algorithm 1 on the n-ary trees), "right" or "left": binarise the
+            constituency trees (or the constituents derived from the dependency tree) as NLTK's
+            ``chomsky_normal_form(factor=...)`` first, as seed 003's code does ("right"); a model's
+            ``config.sla_binarize``.
         source_spacing: "as_is", "despace_cjk" (whitespace next to CJK characters is removed from
             every source text before it is parsed and tokenized) or "segmented" (the text is used
-            as given); see ``hf_syntax_mt.syntax.spacing``.
+            as given); see ``hf_syntax_mt.syntax.spacing``. Default: "despace_cjk" when the tokenizer
+            itself removes that whitespace (one saved with such a model), else "as_is";
+            ``from_config`` takes the model's ``config.source_spacing``.
     """
 
     def __init__(
@@ -65,12 +73,17 @@ class SyntaxFeatureProcessor:
         max_source_length: Optional[int] = None,
         max_target_length: Optional[int] = None,
         distance_source: str = "auto",
-        source_spacing: str = "as_is",
+        distance_binarize: str = "none",
+        source_spacing: Optional[str] = None,
     ):
-        if source_spacing not in SOURCE_SPACINGS:
-            raise ValueError(f"source_spacing={source_spacing!r}; expected one of {SOURCE_SPACINGS}")
+        if distance_binarize not in BINARIZATIONS:
+            raise ValueError(f"distance_binarize={distance_binarize!r}; expected one of {BINARIZATIONS}")
         if not getattr(tokenizer, "is_fast", False):
             raise ValueError("SyntaxFeatureProcessor needs a fast tokenizer (offset mappings align parser words)")
+        if source_spacing is None:
+            source_spacing = "despace_cjk" if despaces_cjk(tokenizer) else "as_is"
+        if source_spacing not in SOURCE_SPACINGS:
+            raise ValueError(f"source_spacing={source_spacing!r}; expected one of {SOURCE_SPACINGS}")
         self.tokenizer = tokenizer
         self.annotator = load_annotator(annotator)
         self.target_annotator = load_annotator(target_annotator)
@@ -80,12 +93,14 @@ class SyntaxFeatureProcessor:
         self.max_source_length = max_source_length
         self.max_target_length = max_target_length
         self.distance_source = distance_source
+        self.distance_binarize = distance_binarize
         self.source_spacing = source_spacing
 
     @classmethod
     def from_config(cls, config, tokenizer, annotator=None, **kwargs) -> "SyntaxFeatureProcessor":
         """Features as ``config.needs_*`` asks; the annotator defaults to ``config.parser``, the
-        distance source to ``config.distance_source``, the spacing to ``config.source_spacing``."""
+        distance source to ``config.distance_source`` binarised as ``config.sla_binarize`` ("none" for a
+        config without it), the spacing to ``config.source_spacing``."""
         return cls(
             tokenizer,
             annotator if annotator is not None else getattr(config, "parser", None),
@@ -93,7 +108,8 @@ class SyntaxFeatureProcessor:
             needs_source_distances=config.needs_source_distances,
             needs_target_heads=config.needs_target_heads,
             **{"distance_source": getattr(config, "distance_source", "auto"),
-               "source_spacing": getattr(config, "source_spacing", "as_is"), **kwargs},
+               "distance_binarize": getattr(config, "sla_binarize", "none"),
+               "source_spacing": getattr(config, "source_spacing", None), **kwargs},
         )
 
     def prepare_sources(self, texts: Sequence[str]) -> list[str]:
@@ -145,7 +161,8 @@ class SyntaxFeatureProcessor:
         out = dict(enc)
         prefix = "target" if target else "source"
         feats = [
-            token_features(a, o, s, heads=heads, distances=distances, distance_source=self.distance_source)
+            token_features(a, o, s, heads=heads, distances=distances, distance_source=self.distance_source,
+                           distance_binarize=self.distance_binarize)
             for a, o, s in zip(annotations, offsets, special)
         ]
         if heads:
@@ -230,14 +247,16 @@ def add_syntax_features(
     target_heads: bool = False,
     target_annotator: Union[None, dict, Annotator] = None,
     distance_source: str = "auto",
-    source_spacing: str = "as_is",
+    distance_binarize: str = "none",
+    source_spacing: Optional[str] = None,
 ) -> dict:
     """``Dataset.map(add_syntax_features, batched=True, fn_kwargs={...})``: tokenize the source
     (and the target as ``labels``), parse, align and attach the requested syntax features.
 
     Annotators pickle and hash by their settings and load their parser lazily in each process,
     so ``num_proc > 1`` works and an identical second run is served from the ``datasets`` cache
-    without parsing. Set ``target_column=None`` for source-only data.
+    without parsing. Set ``target_column=None`` for source-only data. Pass a model's ``config.sla_binarize``
+    as ``distance_binarize``, so that training reads the distances its pipeline will compute.
     """
     processor = SyntaxFeatureProcessor(
         tokenizer,
@@ -249,6 +268,7 @@ def add_syntax_features(
         max_source_length=max_source_length,
         max_target_length=max_target_length,
         distance_source=distance_source,
+        distance_binarize=distance_binarize,
         source_spacing=source_spacing,
     )
     sources = _column(batch, source_column)

@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .threads import THREADS_HELP, set_torch_threads
+
 DEMO_PRESETS = ("transformer_abs", "transformer_dep_rel")
 DEMO_MODEL = dict(
     d_model=128,
@@ -49,8 +51,10 @@ def run_demo(
     samples: int = 3,
     seed: int = 0,
     verbose: bool = False,
+    threads: Optional[int] = None,
 ) -> dict:
-    """Run the demo; returns `{preset: {"bleu", "chrf", "train_seconds", "output_dir"}}`."""
+    """Run the demo; returns `{preset: {"bleu", "chrf", "train_seconds", "output_dir"}}`. `threads`: torch's
+    CPU threads (default: $HF_SYNTAX_MT_THREADS, else torch's own)."""
     import torch
     from transformers import logging as hf_logging
     from transformers import pipeline
@@ -60,6 +64,7 @@ def run_demo(
     from .synthetic import write_synthetic_corpus
     from .training import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
 
+    set_torch_threads(threads)
     if not verbose:
         import logging
 
@@ -149,12 +154,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=48)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--verbose", action="store_true", help="show progress bars and training logs")
+    parser.add_argument("--threads", type=int, help=THREADS_HELP)
 
 
 def run_from_args(args) -> dict:
     return run_demo(out_dir=args.out, presets=[p for p in args.presets.split(",") if p], n_train=args.n_train,
                     n_dev=args.n_dev, max_steps=args.max_steps, batch_size=args.batch_size, seed=args.seed,
-                    verbose=args.verbose)
+                    verbose=args.verbose, threads=args.threads)
 
 
 if __name__ == "__main__":

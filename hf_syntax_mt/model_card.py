@@ -37,7 +37,7 @@ def _syntax_settings(config: dict) -> str:
     if config.get("relative_positions") and config.get("dependency_relations"):
         keys.insert(2, "relation_combination")
     if config.get("sla_layers"):
-        keys += ["sla_tau", "distance_source"]
+        keys += ["sla_tau", "distance_source", "sla_binarize"]
     return ", ".join(f"{k}={config[k]}" for k in keys if config.get(k) not in (None, False))
 
 

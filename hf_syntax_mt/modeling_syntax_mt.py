@@ -281,6 +281,20 @@ def shift_target_heads_right(target_heads):
     return shifted.masked_fill(shifted > positions, IGNORE_INDEX)
 
 
+def decoder_parse_targets(target_heads, supervised_row="reading"):
+    """Gold columns of the decoder parse head's rows (SPEC §5), from `target_heads` (indices into the labels row).
+
+    "reading" (`shift_target_heads_right`): row p reads labels[p-1], gold[p] = target_heads[p-1] + 1.
+    "predicting" (seed 004's code): row p predicts labels[p] and column h is the row that predicted labels[h],
+    gold[p] = target_heads[p]: the head of the word about to be generated among the words already generated.
+    Either way a head right of its row (gold[p] > p) is under the causal mask and ignored (-100).
+    """
+    if supervised_row == "reading":
+        return shift_target_heads_right(target_heads)
+    positions = torch.arange(target_heads.shape[1], device=target_heads.device)
+    return target_heads.masked_fill(target_heads > positions, IGNORE_INDEX)
+
+
 class RelationTable(nn.Module):
     """Learned key/value embeddings w^K, w^V ∈ R^{V × d_k} of one relation type, shared by all heads."""
 
@@ -755,6 +769,19 @@ class SyntaxMTPreTrainedModel(PreTrainedModel):
             config.output_hidden_states if output_hidden_states is None else output_hidden_states,
             config.return_dict if return_dict is None else return_dict,
         )
+
+    def syntax_parameter_names(self) -> list[str]:
+        """Names (as `named_parameters()` gives them) of the parameters the syntax adds to a plain Transformer:
+        the relation tables and W_rel, the U and u of DBSA parse heads, the self-parsing parse module. A converted
+        MarianMT checkpoint has a counterpart for every other parameter (`convert_marian`); training can give
+        these their own learning rate (`--syntax_lr_multiplier`)."""
+        modules = list(self.named_modules())
+        prefixes = tuple(f"{name}." for name, module in modules
+                         if isinstance(module, (SyntaxMTRelations, SyntaxMTSourceParser)))
+        parse_extras = {f"{name}.{extra}" for name, module in modules
+                        if isinstance(module, SyntaxMTAttention) and module.parse_head
+                        for extra in ("parse_bilinear", "parse_key_bias")}
+        return [name for name, _ in self.named_parameters() if name.startswith(prefixes) or name in parse_extras]
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -1296,7 +1323,11 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
             if outputs.decoder_parse_logits is not None and target_heads is not None:
                 _check_features("target_heads", target_heads, labels, "labels")
                 _walk_to_roots(target_heads, "target_heads", ancestors=False)
-                decoder_parse_loss = _parse_loss(outputs.decoder_parse_logits, shift_target_heads_right(target_heads))
+                gold = decoder_parse_targets(target_heads, config.dbsa_decoder_supervised_row)
+                num_arcs = None  # "kept": the mean over the supervised arcs
+                if config.dbsa_decoder_loss_normalization == "all":  # the dropped arcs count too (seed 004's code)
+                    num_arcs = (target_heads[:, : outputs.decoder_parse_logits.shape[1]] != IGNORE_INDEX).sum()
+                decoder_parse_loss = _parse_loss(outputs.decoder_parse_logits, gold, num_arcs)
                 loss = loss + config.dbsa_decoder_loss_weight * decoder_parse_loss
             if outputs.source_tree_logits is not None and source_heads is not None:
                 gold = source_heads if attention_mask is None else source_heads.masked_fill(attention_mask == 0, IGNORE_INDEX)
@@ -1332,8 +1363,9 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
         Returns a dict with `source_heads` (B, n) from the self-parsing module or else the encoder parse
         head (given `source_heads` are ignored: the model parses), and, when the decoder
         has a parse head and a target is given (`labels`, or `decoder_input_ids` from `generate`),
-        `target_heads` indexing the target row (token t = decoder position t + 1; -100 where the
-        predicted head is the start token). Padding positions are -100. Runs in eval mode (no
+        `target_heads` indexing the target row (as `config.dbsa_decoder_supervised_row`: "reading", token t's
+        head is the argmax of row t + 1 (column h + 1 is token h; -100 where it is the start token);
+        "predicting", of row t (column h is token h)). Padding positions are -100. Runs in eval mode (no
         dropout) and restores the model's mode.
         """
         config = self.config
@@ -1368,8 +1400,12 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
         elif outputs.encoder_parse_logits is not None:
             result["source_heads"] = outputs.encoder_parse_logits.argmax(-1).masked_fill(attention_mask == 0, IGNORE_INDEX)
         if outputs.decoder_parse_logits is not None and decoder_input_ids.shape[1] > 1:
-            positions = outputs.decoder_parse_logits.argmax(-1)[:, 1:] - 1
-            heads = positions.masked_fill(positions < 0, IGNORE_INDEX)
+            predicted = outputs.decoder_parse_logits.argmax(-1)
+            if config.dbsa_decoder_supervised_row == "predicting":
+                heads = predicted[:, :-1]
+            else:
+                positions = predicted[:, 1:] - 1
+                heads = positions.masked_fill(positions < 0, IGNORE_INDEX)
             if labels is not None:
                 heads = heads.masked_fill(labels == IGNORE_INDEX, IGNORE_INDEX)
             else:
@@ -1378,13 +1414,17 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
         return result
 
 
-def _parse_loss(parse_logits, gold_heads):
-    """Cross-entropy of the parse rows against gold head indices (-100 ignored)."""
+def _parse_loss(parse_logits, gold_heads, num_arcs=None):
+    """Cross-entropy of the parse rows against gold head indices (-100 ignored): the NLL summed over the
+    supervised rows divided by `num_arcs`, by default their number (the mean)."""
     length = parse_logits.shape[-1]
     gold = gold_heads[:, : parse_logits.shape[1]]
     if not (gold != IGNORE_INDEX).any():
         return parse_logits.sum() * 0.0
-    return F.cross_entropy(parse_logits.reshape(-1, length).float(), gold.reshape(-1), ignore_index=IGNORE_INDEX)
+    logits = parse_logits.reshape(-1, length).float()
+    if num_arcs is None:
+        return F.cross_entropy(logits, gold.reshape(-1), ignore_index=IGNORE_INDEX)
+    return F.cross_entropy(logits, gold.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum") / num_arcs
 
 
 __all__ = [

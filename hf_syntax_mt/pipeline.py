@@ -16,7 +16,7 @@ or a line the parser cannot handle (e.g. a text missing from a `PreParsedAnnotat
 `{"translation_text": "", "error": "..."}` and one logged warning with its line number (1-based, as
 editors number lines: the first input is line 1). A parser that is not installed raises `ImportError`
 saying what to install when the pipeline is built; a model directory without a tokenizer raises
-`ValueError`.
+`ValueError`; a damaged (truncated, overwritten) weights file raises `DamagedModelFileError` naming it.
 """
 
 from __future__ import annotations
@@ -24,11 +24,14 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import logging
+import os
 import re
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Optional, Sequence, Union
 
 from huggingface_hub import constants as hub_constants
+from safetensors import SafetensorError, safe_open
 from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
@@ -60,18 +63,46 @@ def check_parser_installed(spec: Optional[dict], role: str = "this model's parse
             raise ImportError(f"{role} needs stanza: pip install stanza")
 
 
+class DamagedModelFileError(SafetensorError):
+    """A weights file that safetensors cannot read (truncated, overwritten, not a safetensors file). A
+    `SafetensorError`, as safetensors raises for it, and not an `OSError`: transformers' `pipeline()` would
+    bury that in a dump of tracebacks."""
+
+
+def check_weights_files(directory, advice: str = "copy it again, or save the model again") -> None:
+    """Raise `DamagedModelFileError` naming the first `*.safetensors` file in `directory` whose header
+    does not read or does not cover the file (a truncated copy); reads the headers only."""
+    for path in sorted(Path(directory).glob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="pt"):
+                pass
+        except SafetensorError as err:
+            raise DamagedModelFileError(f"{path} is damaged ({err}): it is incomplete or corrupted; {advice}") from None
+
+
 def model_location(name: str, what: str = "model") -> str:
-    """`name` when it is a directory; a name that could be a Hub repo id (`repo` or `owner/repo`) when
-    online, after logging that no such directory exists; else `FileNotFoundError("no model directory
-    ...")`, before transformers' Hub lookup (which says "Repo id must be in the form..." or retries)."""
+    """`name` when it is a directory (a model's weights files checked: `check_weights_files`); a name that
+    could be a Hub repo id (`repo` or `owner/repo`) when online, after logging that no such directory
+    exists; else `FileNotFoundError("no model directory ...")`, before transformers' Hub lookup (which says
+    "Repo id must be in the form..." or retries for half a minute). `owner/repo` where `owner` is a local
+    directory is a mistyped local path."""
     path = Path(name).expanduser()
     if path.is_dir():
+        if what == "model":
+            check_weights_files(path)
         return str(path)
     could_be_hub_id = re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) and not name.startswith(".")
+    if could_be_hub_id and "/" in name and path.parent.is_dir():
+        raise FileNotFoundError(f"no {what} directory {name} (there is a local folder {path.parent}, so it is no "
+                                "Hub repo id)")
     if path.exists() or not could_be_hub_id or hub_constants.HF_HUB_OFFLINE:
         raise FileNotFoundError(f"no {what} directory {name}")
     logger.warning("no %s directory %s; trying it as a Hugging Face Hub repo id", what, name)
     return name
+
+
+def _is_positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def decode_line(line: Union[str, bytes], number: int) -> tuple[str, Optional[str]]:
@@ -108,6 +139,9 @@ class SyntaxTranslationPipeline(Pipeline):
 
     def __init__(self, *args, annotator: Union[None, dict, Annotator] = None, **kwargs):
         super().__init__(*args, **kwargs)
+        if self._batch_size is not None and not _is_positive_int(self._batch_size):
+            raise ValueError(f"batch_size={self._batch_size!r}: the number of sentences per batch must be an "
+                             "integer >= 1")
         if self.tokenizer is None:
             raise ValueError(
                 f"no tokenizer could be loaded for the model {self.model.name_or_path!r}: the syntax-translation "
@@ -128,6 +162,7 @@ class SyntaxTranslationPipeline(Pipeline):
             needs_source_distances=bool(getattr(config, "needs_source_distances", False)),
             needs_target_heads=False,
             distance_source=getattr(config, "distance_source", "auto"),
+            distance_binarize=getattr(config, "sla_binarize", "none"),
             source_spacing=getattr(config, "source_spacing", "as_is"),
         )
 
@@ -135,8 +170,12 @@ class SyntaxTranslationPipeline(Pipeline):
         if annotator is not None:
             raise ValueError("pass `annotator` when building the pipeline: pipeline(..., annotator=...)")
         num_beams = generate_kwargs.get("num_beams")
-        if num_beams is not None and (isinstance(num_beams, bool) or not isinstance(num_beams, int) or num_beams < 1):
+        if num_beams is not None and not _is_positive_int(num_beams):
             raise ValueError(f"num_beams={num_beams!r}: the beam size must be an integer >= 1 (1 = greedy)")
+        for name in ("max_new_tokens", "max_length"):
+            value = generate_kwargs.get(name)
+            if value is not None and not _is_positive_int(value):
+                raise ValueError(f"{name}={value!r}: the length limit must be an integer >= 1")
         return {}, generate_kwargs, {}
 
     # One "input" of the base class is a batch: {"texts", "annotations", "offset"}.
@@ -166,7 +205,9 @@ class SyntaxTranslationPipeline(Pipeline):
                         offset + i + 1)
         keep = [i for i in range(len(texts)) if i not in errors]
         limit = self.model.config.max_position_embeddings
-        for i, ids in zip(keep, self.tokenizer([texts[i] for i in keep])["input_ids"] if keep else []):
+        # verbose=False: the line's own message below, not transformers' "Token indices sequence length ..."
+        encoded = self.tokenizer([texts[i] for i in keep], verbose=False)["input_ids"] if keep else []
+        for i, ids in zip(keep, encoded):
             if len(ids) > limit:
                 errors[i] = f"{len(ids)} tokens, more than the model allows (max_position_embeddings={limit})"
         keep = [i for i in keep if i not in errors]
@@ -250,10 +291,18 @@ class SyntaxTranslationPipeline(Pipeline):
     def __call__(self, inputs: Union[str, bytes, Sequence[Union[str, bytes]]], *, batch_size: Optional[int] = None,
                  annotations: Optional[Sequence[Annotation]] = None, **kwargs) -> list[dict]:
         """Translate one sentence or a list; returns one `{"translation_text": ...}` per sentence."""
-        texts = [inputs] if isinstance(inputs, (str, bytes)) else list(inputs)
+        if isinstance(inputs, (str, bytes)):
+            texts = [inputs]
+        elif isinstance(inputs, Iterable) and not isinstance(inputs, dict):
+            texts = list(inputs)
+        else:
+            raise ValueError(f"the input is {type(inputs).__name__}: give a sentence (str or UTF-8 bytes) or a list "
+                             "of them")
         if annotations is not None and len(annotations) != len(texts):
             raise ValueError(f"{len(texts)} sentences but {len(annotations)} annotations")
-        batch_size = batch_size or self._batch_size or 8
+        batch_size = next((size for size in (batch_size, self._batch_size) if size is not None), 8)
+        if not _is_positive_int(batch_size):
+            raise ValueError(f"batch_size={batch_size!r}: the number of sentences per batch must be an integer >= 1")
         forward_params = {**self._forward_params, **self._sanitize_parameters(**kwargs)[1]}
         outputs = []
         for start in range(0, len(texts), batch_size):
@@ -266,17 +315,29 @@ class SyntaxTranslationPipeline(Pipeline):
         return outputs
 
 
+class CheckedAutoModelForSeq2SeqLM:
+    """The pipeline's model class: `AutoModelForSeq2SeqLM.from_pretrained` after `check_weights_files` on a
+    local model directory, so that `pipeline(TASK, model=dir)` names a damaged weights file. (Not an auto
+    class: `pipeline(..., code_revision=...)` does not reach it.)"""
+
+    @classmethod
+    def from_pretrained(cls, name, *args, **kwargs):
+        if isinstance(name, (str, os.PathLike)) and Path(name).is_dir():
+            check_weights_files(name)
+        return AutoModelForSeq2SeqLM.from_pretrained(name, *args, **kwargs)
+
+
 def register_pipeline() -> None:
     """Register the `syntax-translation` task (done when `hf_syntax_mt.pipeline` is imported)."""
     PIPELINE_REGISTRY.register_pipeline(
         TASK,
         pipeline_class=SyntaxTranslationPipeline,
-        pt_model=AutoModelForSeq2SeqLM,
+        pt_model=CheckedAutoModelForSeq2SeqLM,
         type="text",
     )
 
 
 register_pipeline()
 
-__all__ = ["SyntaxTranslationPipeline", "check_parser_installed", "decode_line", "model_location", "register_pipeline",
-           "TASK"]
+__all__ = ["CheckedAutoModelForSeq2SeqLM", "DamagedModelFileError", "SyntaxTranslationPipeline",
+           "check_parser_installed", "check_weights_files", "decode_line", "model_location", "register_pipeline", "TASK"]

@@ -62,6 +62,8 @@ def cjk_font_family() -> Optional[str]:
 
 
 def _heatmap(matrix, tokens: Sequence[str], title: str, path, *, cmap="viridis", labels=None, value_format=None):
+    if Path(path).is_dir():
+        raise IsADirectoryError(f"{path} is a directory: give the image file to write, e.g. {Path(path) / 'plot.png'}")
     try:
         import matplotlib
     except ImportError:
@@ -110,7 +112,7 @@ def _draw_heatmap(plt, matrix, tokens, title, path, *, cmap, labels, value_forma
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format=None if path.suffix else "png")  # a name without suffix: PNG, under that name
     plt.close(fig)
     return path
 

@@ -1,7 +1,11 @@
 """A joint source/target BPE tokenizer built with the `tokenizers` library.
 
 Pipeline of the trained `tokenizers.Tokenizer`:
-- normalizer: NFKC (optional; offsets still index the raw text);
+- normalizer: NFKC (optional; offsets still index the raw text); with `despace_cjk=True` (what training
+  sets for a model with `source_spacing="despace_cjk"`) first the whitespace next to CJK characters is
+  removed, as `hf_syntax_mt.syntax.despace_cjk` does, so the tokenizer alone reads spaced and unspaced
+  Japanese as the model does (offsets still index the raw text; text without CJK characters, such as
+  English targets, is untouched);
 - pre-tokenizer: split on whitespace, then Metaspace prepends "▁" to every word, so no subword
   crosses a space and every offset lies inside one whitespace-delimited word of the raw input
   (a lone "▁" token gets the offsets of the character it precedes). Text without spaces
@@ -24,10 +28,13 @@ Special tokens: `<pad>` = 0, `</s>` = 1, `<unk>` = 2.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
+
+from .syntax.spacing import SPACE_NEXT_TO_CJK
 
 
 SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
@@ -43,6 +50,7 @@ def train_joint_bpe_tokenizer(
     normalization: str | None = "NFKC",
     split_punctuation: bool = False,
     split_cjk_scripts: bool = False,
+    despace_cjk: bool = False,
     show_progress: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Train a BPE tokenizer on `texts` (pass source and target sentences together for a joint
@@ -51,7 +59,8 @@ def train_joint_bpe_tokenizer(
     `vocab_size` counts the special tokens; the vocabulary is smaller when the texts allow no
     more merges of at least `min_frequency` occurrences. `normalization` is "NFKC", "NFC" or None.
     `split_punctuation` isolates each punctuation character before BPE, `split_cjk_scripts` cuts at
-    every change of CJK script (see the module docstring).
+    every change of CJK script, `despace_cjk` removes the whitespace next to CJK characters (see the
+    module docstring).
     """
     if vocab_size <= len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
@@ -74,6 +83,8 @@ def train_joint_bpe_tokenizer(
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     if normalization is not None:
         tokenizer.normalizer = normalizer_classes[normalization]()
+    if despace_cjk:
+        _add_cjk_despacing(tokenizer)
     splitters = [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")]
     if split_punctuation:
         splitters.append(pre_tokenizers.Split(Regex(r"▁?\p{P}"), behavior="isolated"))
@@ -105,6 +116,34 @@ def train_joint_bpe_tokenizer(
         clean_up_tokenization_spaces=False,
         model_input_names=["input_ids", "attention_mask"],
     )
+
+
+def _is_cjk_despacing(normalizer: dict) -> bool:
+    return normalizer.get("type") == "Replace" and normalizer.get("pattern") == {"Regex": SPACE_NEXT_TO_CJK}
+
+
+def despaces_cjk(tokenizer) -> bool:
+    """Whether the (fast) tokenizer's normalizer removes the whitespace next to CJK characters."""
+    normalizer = getattr(tokenizer, "backend_tokenizer", tokenizer).normalizer
+    # the normalizer's JSON, as tokenizer.json holds it
+    normalizer = {} if normalizer is None else json.loads(normalizer.__getstate__())
+    steps = normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else [normalizer]
+    return any(_is_cjk_despacing(step) for step in steps)
+
+
+def _add_cjk_despacing(backend: Tokenizer) -> None:
+    despacing = normalizers.Replace(Regex(SPACE_NEXT_TO_CJK), "")
+    if backend.normalizer is not None:
+        despacing = normalizers.Sequence([despacing, backend.normalizer])
+    backend.normalizer = despacing
+
+
+def add_cjk_despacing(tokenizer) -> None:
+    """Make a fast tokenizer remove the whitespace next to CJK characters before its own normalizer, as
+    `source_spacing="despace_cjk"` does to source text (no-op when it already does). The vocabulary stays;
+    offsets still index the raw text; the target pipeline of a `SyntaxMTTokenizer` is left as it is."""
+    if not despaces_cjk(tokenizer):
+        _add_cjk_despacing(tokenizer.backend_tokenizer)
 
 
 CALL_STATE_KEYS = ("is_local", "local_files_only", "max_length", "stride", "truncation_strategy", "pad_to_multiple_of",

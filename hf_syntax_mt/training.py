@@ -35,10 +35,12 @@ is continuous at W: the schedule of Vaswani et al. / fairseq `inverse_sqrt`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -47,6 +49,7 @@ from pathlib import Path
 from typing import Optional
 
 import torch
+from safetensors import SafetensorError
 from torch.utils.data import DataLoader, SequentialSampler
 from transformers import (
     AutoModelForSeq2SeqLM,
@@ -56,25 +59,31 @@ from transformers import (
     Seq2SeqTrainingArguments,
 )
 from transformers.trainer import TRAINER_STATE_NAME
+from transformers.modeling_utils import unwrap_model
 from transformers.trainer_callback import TrainerState
+from transformers.trainer_optimizer import is_optimizer_factory
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy, get_last_checkpoint, seed_worker
 
 from .batching import TokenBudgetBatchSampler, pair_lengths
 from .configuration_syntax_mt import SyntaxMTConfig
 from .convert_marian import is_marian_checkpoint
 from .data import DataCollatorForSyntaxSeq2Seq, add_syntax_features
+from .interrupt import InterruptCallback
 from .metrics import check_bleu_tokenize
 from .model_card import write_model_card
 from .modeling_syntax_mt import SyntaxMTForConditionalGeneration
-from .pipeline import check_parser_installed, model_location
-from .syntax import SOURCE_SPACINGS, Annotator, PreParsedAnnotator, apply_source_spacing, detect_source_spacing
-from .tokenization import clear_call_state, train_joint_bpe_tokenizer
+from .pipeline import check_parser_installed, check_weights_files, model_location
+from .syntax import (SOURCE_SPACINGS, Annotator, PreParsedAnnotator, apply_source_spacing, detect_source_spacing,
+                     load_annotator)
+from .threads import THREADS_HELP, set_torch_threads
+from .tokenization import add_cjk_despacing, clear_call_state, train_joint_bpe_tokenizer
 from .training_args import (
     RECIPE_LABEL_SMOOTHING,
     DataArguments,
     ModelArguments,
     SyntaxMTTrainingArguments,
     parse_config_overrides,
+    require_at_least,
 )
 from .training_data import (
     build_annotator,
@@ -105,7 +114,8 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
       `train_sampling_strategy="group_by_length"`, which pairs hypotheses with wrong references);
     - `generate` gets the source and its features only (no labels / target_heads);
     - loading the best checkpoint does not report the tied embeddings as missing keys;
-    - `create_model_card` writes this package's card (used by `push_to_hub`).
+    - `create_model_card` writes this package's card (used by `push_to_hub`);
+    - `--syntax_lr_multiplier` / `--syntax_learning_rate` give the syntax parameters their own learning rate.
     """
 
     def __init__(self, *args, model_card_info: Optional[dict] = None, **kwargs):
@@ -134,6 +144,27 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
                     logs[name] = round(mean.item(), 4)
             self._component_sums, self._component_counts = {}, {}
         super().log(logs, start_time)
+
+    def create_optimizer(self, model=None):
+        """The Trainer's optimizer, with the model's syntax parameters (`syntax_parameter_names()`) at their own
+        peak learning rate under `--syntax_lr_multiplier` / `--syntax_learning_rate` (`syntax_parameter_groups`);
+        the scheduler then scales every group alike."""
+        syntax_lr = getattr(self.args, "syntax_parameter_learning_rate", self.args.learning_rate)
+        if self.optimizer is not None or syntax_lr == self.args.learning_rate:
+            return super().create_optimizer(model)
+        model = self.model if model is None else model
+        optimizer_cls, optimizer_kwargs = (self.optimizer_cls_and_kwargs
+                                           or self.get_optimizer_cls_and_kwargs(self.args, model))
+        if is_optimizer_factory(optimizer_cls) or {"params", "model", "optimizer_dict"} & set(optimizer_kwargs):
+            raise ValueError(f"--optim {self.args.optim} builds its own parameter groups, so the syntax parameters "
+                             "cannot get their own learning rate: drop --syntax_lr_multiplier / --syntax_learning_rate")
+        groups = syntax_parameter_groups(model, self.get_decay_parameter_names(model), self.args.weight_decay,
+                                         self.args.learning_rate, syntax_lr)
+        syntax_values = sum(p.numel() for group in groups if group["lr"] == syntax_lr for p in group["params"])
+        logger.info("peak learning rate %g for the %d syntax parameter values, %g for the others", syntax_lr,
+                    syntax_values, self.args.learning_rate)
+        self.optimizer = optimizer_cls(groups, **optimizer_kwargs)
+        return self.optimizer
 
     def _get_eval_sampler(self, eval_dataset):
         if eval_dataset is None or not hasattr(eval_dataset, "__len__"):
@@ -240,6 +271,29 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
             write_model_card(self.args.output_dir, **{**self.model_card_info, "model_id": model_id})
 
 
+def syntax_parameter_groups(model, decay_parameter_names, weight_decay: float, learning_rate: float,
+                            syntax_learning_rate: float) -> list[dict]:
+    """Optimizer parameter groups: the Trainer's two (weight decay on `decay_parameter_names`, none on the rest),
+    each split into the other parameters at `learning_rate` (these groups first: the Trainer logs the first
+    group's rate) and the model's `syntax_parameter_names()` at `syntax_learning_rate`. Frozen parameters are
+    left out, as the Trainer does; so are empty groups."""
+    core = unwrap_model(model)
+    if not hasattr(core, "syntax_parameter_names"):
+        raise ValueError(f"a syntax learning rate needs a SyntaxMT model, not {type(core).__name__}: drop "
+                         "--syntax_lr_multiplier / --syntax_learning_rate")
+    syntax_names = set(core.syntax_parameter_names())
+    syntax = {id(p) for name, p in core.named_parameters() if name in syntax_names}
+    decays = set(decay_parameter_names)
+    groups = []
+    for is_syntax, lr in ((False, learning_rate), (True, syntax_learning_rate)):
+        for with_decay in (True, False):
+            params = [p for name, p in model.named_parameters()
+                      if p.requires_grad and (id(p) in syntax) == is_syntax and (name in decays) == with_decay]
+            if params:
+                groups.append({"params": params, "weight_decay": weight_decay if with_decay else 0.0, "lr": lr})
+    return groups
+
+
 def dataset_pair_lengths(dataset) -> list[int]:
     """max(source, target) subwords of every row of a features dataset (`input_ids`, and `labels` when present),
     the lengths token-budget batches are filled by."""
@@ -285,12 +339,14 @@ def bleu_metric_fn(tokenizer, bleu_tokenize: str = "13a"):
 @dataclass
 class TrainingResult:
     """What `train` produced: the output dir, the merged metrics and the live trainer (whose
-    `predict(dataset, num_beams=4)` translates more data with the best model)."""
+    `predict(dataset, num_beams=4)` translates more data with the best model); `interrupted_by` is the
+    signal (SIGINT / SIGTERM) that stopped training at a checkpoint, None for a run that finished."""
 
     output_dir: str
     metrics: dict
     trainer: SyntaxMTSeq2SeqTrainer
     datasets: dict
+    interrupted_by: Optional[int] = None
 
 
 def _logged_evaluation(trainer) -> Optional[dict]:
@@ -400,11 +456,25 @@ def cpu_has_native_bf16() -> bool:
 
 
 def _check_training_arguments(training_args, data_args: DataArguments) -> None:
-    """Refuse settings that would fail late (a beam size < 1, a BLEU tokenizer whose extra is missing) and
-    adapt the arguments to a CPU (no pinned memory; a warning where bf16 autocast would be emulated)."""
+    """Refuse settings that would fail late (a beam size, batch size or length < 1, nothing to train, a step
+    interval <= 0, a BLEU tokenizer whose extra is missing) and adapt the arguments to a CPU (no pinned memory;
+    a warning where bf16 autocast would be emulated)."""
     if training_args.generation_num_beams is not None and training_args.generation_num_beams < 1:
         raise ValueError(f"--generation_num_beams {training_args.generation_num_beams}: the beam size must be >= 1 "
                          "(1 = greedy)")
+    require_at_least(training_args, 1, ("per_device_train_batch_size", "per_device_eval_batch_size"), "a batch size")
+    require_at_least(training_args, 1, ("gradient_accumulation_steps",), "a number of batches")
+    require_at_least(training_args, 1, ("generation_max_length",), "a length in subwords")
+    require_at_least(training_args, 0, ("dataloader_num_workers",), "a number of processes")
+    if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
+        raise ValueError(f"--num_train_epochs {training_args.num_train_epochs} and --max_steps {training_args.max_steps}"
+                         ": nothing to train; give --num_train_epochs > 0 or --max_steps >= 1")
+    for kind in ("eval", "save", "logging"):
+        strategy = getattr(training_args, f"{kind}_strategy")
+        steps = getattr(training_args, f"{kind}_steps")
+        if str(getattr(strategy, "value", strategy)) == "steps" and steps is not None and steps <= 0:
+            raise ValueError(f"--{kind}_steps {steps}: expected a number of steps >= 1 (or a fraction of the run "
+                             f"< 1) with --{kind}_strategy steps")
     if training_args.predict_with_generate:
         check_bleu_tokenize(data_args.bleu_tokenize)  # a missing extra fails now, not at the first evaluation
     on_cpu = training_args.use_cpu or not torch.cuda.is_available()
@@ -451,7 +521,11 @@ def _parser_name(model_args: ModelArguments, config) -> Optional[str]:
 def _annotators(model_args: ModelArguments, data_args: DataArguments, config, parser_name: Optional[str],
                 annotator: Optional[Annotator], target_annotator: Optional[Annotator]):
     """The source and target parsers the features need (those given win), checked to be installed before
-    anything is tokenized: a missing or unsuitable parser fails fast, with the option to change."""
+    anything is tokenized: a missing or unsuitable parser fails fast, with the option to change. A continued
+    model without --parser parses with the parser its config records."""
+    recorded = annotator is None and parser_name is None and config.needs_source_parse and bool(config.parser)
+    if recorded:
+        annotator = load_annotator(config.parser)
     if annotator is None and config.needs_source_parse:
         if parser_name is None:
             raise ValueError(
@@ -476,7 +550,8 @@ def _annotators(model_args: ModelArguments, data_args: DataArguments, config, pa
                              "pipeline for the source language: give the target language's parser with --target_parser")
         target_annotator = build_annotator(target_parser, model_args.target_parser_lang or data_args.target_lang,
                                            disable=model_args.parser_disable)
-    for role, parser in (("--parser", annotator), ("--target_parser", target_annotator)):
+    source_role = "the parser in the model's config (config.parser)" if recorded else "--parser"
+    for role, parser in ((source_role, annotator), ("--target_parser", target_annotator)):
         if parser is not None and not isinstance(parser, PreParsedAnnotator):
             check_parser_installed(parser.to_dict(), role)
     return annotator, target_annotator
@@ -508,6 +583,8 @@ def _prepared_tokenizer(model_args: ModelArguments, data_args: DataArguments, tr
         with training_args.main_process_first(desc="tokenizer"):
             tokenizer = _load_tokenizer(model_args, training_args, texts,
                                         split_cjk_scripts=config.source_spacing == "despace_cjk", marian=marian)
+    if config.source_spacing == "despace_cjk":
+        add_cjk_despacing(tokenizer)  # the saved tokenizer alone reads spaced CJK text as the model does
     if fitted_model and len(tokenizer) != config.vocab_size:
         raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but {model_args.model_name_or_path} has "
                          f"{config.vocab_size} embeddings: give the model's own tokenizer")
@@ -553,6 +630,7 @@ def _feature_datasets(raw, data_args: DataArguments, model_args: ModelArguments,
             target_heads=config.needs_target_heads,
             target_annotator=split_target_annotator if config.needs_target_heads else None,
             distance_source=config.distance_source,
+            distance_binarize=config.sla_binarize,
             source_spacing=config.source_spacing,
         )
         map_kwargs = dict(batched=True, fn_kwargs=fn_kwargs, remove_columns=dataset.column_names,
@@ -607,10 +685,13 @@ def _card_info(config, raw, data_args: DataArguments, split_files: dict, *, prep
     )
 
 
-def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer) -> dict:
+def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
+                     interrupt: Optional[InterruptCallback] = None) -> dict:
     """Train from scratch or from the output dir's last checkpoint (`--overwrite_output_dir` deletes the
     checkpoints instead), refusing a checkpoint of another model; a run that already finished is loaded
-    with its recorded metrics, not trained again. Returns the training metrics."""
+    with its recorded metrics, not trained again. `interrupt` (one of the trainer's callbacks) catches
+    SIGINT / SIGTERM while training: a run it stopped is left at its checkpoint, with no final model saved.
+    Returns the training metrics."""
     output_dir = Path(training_args.output_dir)
     record = output_dir / "all_results.json"
     checkpoint = training_args.resume_from_checkpoint
@@ -625,6 +706,8 @@ def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer) 
             logger.info("resuming from %s", checkpoint)
     if checkpoint:
         _check_checkpoint_config(checkpoint, trainer.model.config)
+        check_weights_files(checkpoint, advice=f"delete {checkpoint} to resume from the checkpoint before it, or pass "
+                                               "--overwrite_output_dir to train from scratch")
     steps_done = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)).global_step if checkpoint else 0
     finished = checkpoint and record.is_file() and steps_done >= trainer.set_initial_training_values(
         training_args, trainer.get_train_dataloader())[-1]  # the run's number of steps
@@ -638,7 +721,10 @@ def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer) 
     if training_args.should_save:
         clear_call_state(tokenizer)
         tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
-    result = trainer.train(resume_from_checkpoint=checkpoint)
+    with interrupt.handling_signals() if interrupt is not None else contextlib.nullcontext():
+        result = trainer.train(resume_from_checkpoint=checkpoint)
+    if interrupt is not None and interrupt.step is not None:
+        return dict(result.metrics)
     trainer.save_model(_internal_call=True)  # pushed once at the end, with the final card
     trainer.save_state()
     return dict(result.metrics)
@@ -706,6 +792,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         training_args.load_best_model_at_end = False
     card_info = _card_info(model.config, raw, data_args, split_files, target_annotator=target_annotator,
                            preparsed=(parser_name or "").lower() == "preparsed", command=command)
+    interrupt = InterruptCallback()
     trainer = SyntaxMTSeq2SeqTrainer(
         model=model,
         args=training_args,
@@ -714,12 +801,16 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         processing_class=tokenizer,
         data_collator=DataCollatorForSyntaxSeq2Seq(tokenizer, pad_to_multiple_of=None),
         compute_metrics=bleu_metric_fn(tokenizer, data_args.bleu_tokenize) if training_args.predict_with_generate else None,
-        callbacks=callbacks,
+        callbacks=[*(callbacks or []), interrupt],
         model_card_info=card_info,
     )
 
     if training_args.do_train and "train" in processed:
-        metrics = _train_or_resume(trainer, training_args, tokenizer)
+        metrics = _train_or_resume(trainer, training_args, tokenizer, interrupt)
+        if interrupt.step is not None:  # stopped early: no final model, evaluation or record; the rerun resumes
+            logger.warning(interrupt.message())
+            return TrainingResult(output_dir=str(training_args.output_dir), metrics=metrics, trainer=trainer,
+                                  datasets=processed, interrupted_by=interrupt.signal_number)
     else:
         trainer.save_model(_internal_call=True)
         metrics = {}
@@ -739,24 +830,37 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
 
 def main(argv: Optional[list[str]] = None) -> int:
     """`hf-syntax-mt-train` / `training/train.py`: parse arguments (or one JSON file), train, print the
-    metrics; returns the exit status. A user error (bad data, setting or parser: `ValueError`,
-    `OSError`, `ImportError`) prints its message and returns 2; `--traceback` re-raises it instead."""
+    metrics; returns the exit status. `--threads N` (else $HF_SYNTAX_MT_THREADS) sets torch's CPU threads
+    (`hf_syntax_mt.threads`). A user error (bad data, setting or parser: `ValueError`,
+    `OSError`, `ImportError`) prints its message and returns 2; `--traceback` re-raises it instead.
+    Ctrl-C / SIGTERM during training saves a checkpoint after the current step and returns 130 / 143
+    (128 + the signal); Ctrl-C at any other time (or a second one) stops at once, also with 130."""
     parser = HfArgumentParser((ModelArguments, DataArguments, SyntaxMTTrainingArguments))
     parser.add_argument("--traceback", action="store_true", help="On an error, show the traceback, not only the message")
+    parser.add_argument("--threads", type=int, help=THREADS_HELP)
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        threads = None
         if len(argv) == 1 and argv[0].endswith(".json"):
             model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(argv[0]))
         else:
-            model_args, data_args, training_args, _ = parser.parse_args_into_dataclasses(args=argv)
+            model_args, data_args, training_args, extra = parser.parse_args_into_dataclasses(args=argv)
+            threads = extra.threads
+        set_torch_threads(threads)
         logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                             handlers=[logging.StreamHandler(sys.stdout)])
         result = train(model_args, data_args, training_args, command="hf-syntax-mt-train " + " ".join(argv))
-    except (ValueError, OSError, ImportError) as err:
+    except (ValueError, OSError, ImportError, SafetensorError) as err:  # SafetensorError: a damaged weights file
         if "--traceback" in argv:
             raise
         print(f"hf-syntax-mt-train: error: {err}\n(--traceback shows where it was raised)", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("hf-syntax-mt-train: interrupted (what was done since the last checkpoint is lost; rerun the same "
+              "command to resume from it)", file=sys.stderr)
+        return 128 + signal.SIGINT
+    if result.interrupted_by is not None:
+        return 128 + result.interrupted_by
     if result.trainer.is_world_process_zero():
         print(json.dumps({k: v for k, v in result.metrics.items() if isinstance(v, (int, float))}, indent=1))
     return 0

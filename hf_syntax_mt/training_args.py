@@ -6,15 +6,27 @@ package's recipe defaults), and `parse_config_overrides` for `--config_overrides
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Optional
 
 from transformers import Seq2SeqTrainingArguments
+from transformers.utils import is_torch_bf16_gpu_available, is_torch_cuda_available, is_torch_xla_available
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy, SchedulerType
+
+from .tokenization import SPECIAL_TOKENS
 
 RECIPE_LABEL_SMOOTHING = 0.1  # the seeds' ε; the model's own default is plain cross-entropy (SPEC §1)
 
+
+def require_at_least(arguments, minimum: int, names: tuple[str, ...], what: str) -> None:
+    """Raise `ValueError` naming the first of the fields `names` of `arguments` set below `minimum` (None is
+    unset), so that a bad length or count fails when the arguments are parsed, not after hours of work."""
+    for name in names:
+        value = getattr(arguments, name)
+        if value is not None and (isinstance(value, bool) or value < minimum):
+            raise ValueError(f"--{name} {value}: expected {what} >= {minimum}")
 
 
 @dataclass
@@ -69,6 +81,10 @@ class ModelArguments:
                   "recorded in the config, so translation derives them the same way"},
     )
 
+    def __post_init__(self):
+        """A joint BPE vocabulary needs room beyond its special tokens."""
+        require_at_least(self, len(SPECIAL_TOKENS) + 1, ("vocab_size",), "a vocabulary size (special tokens included)")
+
 
 @dataclass
 class DataArguments:
@@ -106,6 +122,12 @@ class DataArguments:
                   "else as_is; a continued model keeps its own)"},
     )
 
+    def __post_init__(self):
+        """Lengths and counts below 1 are refused before any data is read."""
+        require_at_least(self, 1, ("max_source_length", "max_target_length"), "a length in subwords")
+        require_at_least(self, 1, ("max_train_samples", "max_eval_samples", "max_predict_samples"), "a number of pairs")
+        require_at_least(self, 1, ("preprocessing_num_workers",), "a number of processes")
+
 
 @dataclass
 class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
@@ -142,11 +164,24 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
         metadata={"help": "Token budget of evaluation and prediction batches (consecutive pairs in corpus order); "
                   "default: --max_tokens_per_batch"},
     )
+    syntax_lr_multiplier: Optional[float] = field(
+        default=None,
+        metadata={"help": "Learning rate of the syntax parameters (relation tables and W_rel, the U and u of DBSA "
+                  "parse heads, the self-parsing parse module: those a converted MarianMT checkpoint does not have) "
+                  "as a multiple of --learning_rate, e.g. 10 so that zero-initialised relation tables of a warm start "
+                  "can catch up; the scheduler scales both rates alike. Default: 1 (one learning rate)"},
+    )
+    syntax_learning_rate: Optional[float] = field(
+        default=None,
+        metadata={"help": "Peak learning rate of the syntax parameters as an absolute value (instead of "
+                  "--syntax_lr_multiplier); default: --learning_rate"},
+    )
 
     def __post_init__(self):
         """The recipe saves and evaluates each epoch to keep the best checkpoint; when only one of
         `eval_strategy` / `save_strategy` is changed, the other follows it (best-checkpoint
-        selection needs a checkpoint at every evaluation), and `eval_strategy="no"` turns it off."""
+        selection needs a checkpoint at every evaluation), and `eval_strategy="no"` turns it off.
+        `--bf16` on a machine without a GPU trains on the CPU (sets `use_cpu`)."""
         def value(strategy):
             return str(getattr(strategy, "value", strategy))
 
@@ -158,6 +193,14 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
                 self.save_strategy, self.save_steps = "steps", self.eval_steps or self.logging_steps
             elif eval_strategy == "epoch" and save_strategy == "steps":
                 self.eval_strategy, self.eval_steps = "steps", self.save_steps
+        if self.bf16 and self.fp16:
+            raise ValueError("--bf16 and --fp16 both set the mixed precision: give one of them")
+        if (self.bf16 or self.bf16_full_eval) and not self.use_cpu and not is_torch_bf16_gpu_available() \
+                and not is_torch_xla_available():
+            if is_torch_cuda_available():
+                raise ValueError("--bf16: this GPU does not compute in bf16 (an Ampere or newer GPU does): use --fp16, "
+                                 "or add --use_cpu to train on the CPU in bf16")
+            self.use_cpu = True  # no GPU: bf16 autocast on the CPU, which transformers only allows with use_cpu
         super().__post_init__()
         for name in ("max_tokens_per_batch", "eval_max_tokens_per_batch"):
             budget = getattr(self, name)
@@ -168,6 +211,22 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
                              "--train_sampling_strategy group_by_length")
         if self.eval_max_tokens_per_batch is None:
             self.eval_max_tokens_per_batch = self.max_tokens_per_batch
+        for name in ("syntax_lr_multiplier", "syntax_learning_rate"):
+            rate = getattr(self, name)
+            if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
+                                     or not math.isfinite(rate) or rate < 0):
+                raise ValueError(f"--{name} {rate!r}: expected a finite number >= 0")
+        if self.syntax_lr_multiplier is not None and self.syntax_learning_rate is not None:
+            raise ValueError("--syntax_lr_multiplier and --syntax_learning_rate both set the syntax parameters' "
+                             "learning rate: give one of them")
+
+    @property
+    def syntax_parameter_learning_rate(self) -> float:
+        """Peak learning rate of the model's `syntax_parameter_names()`: --syntax_learning_rate, else
+        --learning_rate x --syntax_lr_multiplier (x 1 by default)."""
+        if self.syntax_learning_rate is not None:
+            return float(self.syntax_learning_rate)
+        return self.learning_rate * (1.0 if self.syntax_lr_multiplier is None else self.syntax_lr_multiplier)
 
 
 def parse_config_overrides(text: Optional[str]) -> dict:

@@ -16,6 +16,8 @@ logger = logging.getLogger(__name__)
 
 
 def _read_lines(path: Path) -> list[str]:
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a data file")
     if not path.is_file():
         raise FileNotFoundError(f"data file not found: {path}")
     data = path.read_bytes()
@@ -65,6 +67,9 @@ def read_parallel_file(path, source_lang: str = "src", target_lang: str = "tgt")
             numbers.append(i)
     else:
         src_path, tgt_path = Path(f"{path}.{source_lang}"), Path(f"{path}.{target_lang}")
+        if path.is_dir() and not src_path.exists():
+            raise IsADirectoryError(f"{path} is a directory: give a .tsv, .json or .jsonl file, or the prefix P of the "
+                                    f"plain-text pair P.{source_lang}, P.{target_lang}")
         source, target = _read_lines(src_path), _read_lines(tgt_path)
         if len(source) != len(target):
             raise ValueError(
@@ -200,6 +205,8 @@ def preparsed_annotator(text_file, lang: str) -> PreParsedAnnotator:
     """Annotations stored next to a data file: `<file>.<lang>.conllu` (+ `<file>.<lang>.tree`,
     one bracketed tree a line, if present), e.g. `train.src.conllu` for the prefix `train`."""
     conllu = Path(f"{text_file}.{lang}.conllu")
+    if conllu.is_dir():
+        raise IsADirectoryError(f"--parser preparsed: {conllu} is a directory, not a CoNLL-U file")
     if not conllu.is_file():
         raise FileNotFoundError(f"--parser preparsed: {conllu} not found (expected next to {text_file})")
     trees_path = Path(f"{text_file}.{lang}.tree")

@@ -11,4 +11,5 @@ PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "torch==2.13.0" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
-.venv/bin/python -m pip install -q -e ".[ja,plot,test]" -c scripts/constraints.txt
+# -W: without setuptools' "Editable installation" notice, which pip relays as a BuildBackendWarning block
+.venv/bin/python -W "ignore:Editable installation" -m pip install -q -e ".[ja,plot,test]" -c scripts/constraints.txt

@@ -9,6 +9,7 @@ import pytest
 
 from hf_syntax_mt.syntax import (
     Annotation,
+    ConlluSentenceError,
     DespacedSpacyAnnotator,
     PreParsedAnnotator,
     PretokenizedSpacyAnnotator,
@@ -19,6 +20,7 @@ from hf_syntax_mt.syntax import (
     load_annotator,
     merge_annotations,
     read_conllu,
+    read_conllu_with_errors,
 )
 from hf_syntax_mt.syntax.evaluation import attachment_scores
 
@@ -223,13 +225,34 @@ def test_read_conllu_without_text_comment_rebuilds_text():
 
 @pytest.mark.parametrize(
     "heads, message",
-    [((2, 3, 1), "cycle"), ((0, 0, 2), "exactly one root"), ((2, 0, 9), "outside 0..3")],
+    [((2, 3, 1), "the heads form a cycle through words 1 -> 2 -> 3 -> 1"),
+     ((0, 0, 2), "expected exactly one root (head 0), found 2: words 1, 2"),
+     ((2, 0, 9), "word 3 ('c') has head 9, outside 0..3")],
 )
 def test_bad_conllu_trees(heads, message):
+    """The message names the sentence by its number in the file and its words by their IDs there."""
     lines = ["# sent_id = bad-1", "# text = a b c"]
     lines += [f"{i + 1}\t{w}\t_\t_\t_\t_\t{h}\tdep\t_\t_" for i, (w, h) in enumerate(zip("abc", heads))]
-    with pytest.raises(ValueError, match=f"sentence bad-1.*{message}"):
-        read_conllu("\n".join(lines) + "\n")
+    with pytest.raises(ConlluSentenceError) as caught:
+        read_conllu(SHE_SLEPT + "\n".join(lines) + "\n")
+    assert str(caught.value) == f"CoNLL-U sentence 2 (sent_id bad-1): {message}"
+    assert caught.value.number == 2 and caught.value.text == "a b c"
+
+
+def test_preparsed_annotator_fails_only_the_text_of_a_bad_conllu_sentence():
+    cycle = "# text = a b c\n" + "".join(f"{i}\t{w}\t_\t_\t_\t_\t{h}\tdep\t_\t_\n" for i, w, h in
+                                        [(1, "a", 2), (2, "b", 3), (3, "c", 1)])
+    annotations, errors = read_conllu_with_errors(MY_FATHER + cycle + "\n" + SHE_SLEPT)
+    assert [a.text for a in annotations] == ["My father bought a red car.", "She slept."]
+    assert [(e.number, e.text) for e in errors] == [(2, "a b c")]
+    annotator = PreParsedAnnotator.from_conllu(MY_FATHER + cycle + "\n" + SHE_SLEPT)
+    assert annotator.annotate(["She slept."])[0].words == ["She", "slept", "."]
+    with pytest.raises(ValueError, match=r"^CoNLL-U sentence 2: the heads form a cycle through words 1 -> 2 -> 3 -> 1$"):
+        annotator.annotate(["a b c"])
+    assert pickle.loads(pickle.dumps(annotator)) == annotator
+    unreadable = "1\ta\t_\t_\t_\t_\tx\tdep\t_\t_\n"  # no text to match it to an input line
+    with pytest.raises(ConlluSentenceError, match="CoNLL-U sentence 2: head 'x' of word 1 is not an int"):
+        PreParsedAnnotator.from_conllu(SHE_SLEPT + unreadable)
 
 
 def test_constituency_tree_must_match_words():
@@ -238,7 +261,7 @@ def test_constituency_tree_must_match_words():
 
 
 def test_conllu_block_without_words_is_an_error():
-    with pytest.raises(ValueError, match="sentence s9 has no word lines"):
+    with pytest.raises(ValueError, match=r"sentence 1 \(sent_id s9\): no word lines"):
         read_conllu("# sent_id = s9\n# text = hello\n\n" + SHE_SLEPT)
 
 

@@ -7,7 +7,7 @@ import torch
 from torch.nn import functional as F
 
 from hf_syntax_mt import SyntaxMTForConditionalGeneration, localized_attention_log_mask
-from hf_syntax_mt.modeling_syntax_mt import shift_target_heads_right
+from hf_syntax_mt.modeling_syntax_mt import decoder_parse_targets, shift_target_heads_right
 from hf_syntax_mt.synthetic import generate_synthetic_corpus
 from hf_syntax_mt.syntax import local_range_mask
 
@@ -134,6 +134,48 @@ def test_target_heads_are_aligned_with_the_decoder_inputs():
     # decoder inputs <start> y0 y1 y2: row 1 reads y0 (head y1 is read at row 2 > 1: ignored),
     # row 2 reads y1 (root -> itself, row 2), row 3 reads y2 (head y1 at row 2)
     assert shift_target_heads_right(target_heads).tolist() == [[-100, -100, 2, 2]]
+
+
+def test_decoder_supervised_rows_of_the_issue_example():
+    # labels y0 y1 y2 </s>: y0 -> y1, y1 the root, y2 -> y1
+    target_heads = torch.tensor([[1, 1, 1, -100]])
+    # reading (the package): cells (2 -> 2), (3 -> 2); predicting (seed 004's code): (1 -> 1), (2 -> 1)
+    assert decoder_parse_targets(target_heads).tolist() == shift_target_heads_right(target_heads).tolist()
+    assert decoder_parse_targets(target_heads, "reading").tolist() == [[-100, -100, 2, 2]]
+    assert decoder_parse_targets(target_heads, "predicting").tolist() == [[-100, 1, 1, -100]]
+
+
+@pytest.mark.parametrize("row", ["reading", "predicting"])
+@pytest.mark.parametrize("normalization", ["kept", "all"])
+def test_decoder_parse_loss_conventions_against_a_hand_computed_reference(row, normalization):
+    torch.manual_seed(0)
+    config = tiny_config("transformer_dbsa_dec", dbsa_decoder_supervised_row=row,
+                         dbsa_decoder_loss_normalization=normalization, dbsa_decoder_loss_weight=0.5)
+    model = SyntaxMTForConditionalGeneration(config).train()
+    batch = random_batch([6], seed=12)
+    out = model(**batch, labels=torch.tensor([[5, 6, 7, 1]]), target_heads=torch.tensor([[1, 1, 1, -100]]))
+    log_probs = out.decoder_parse_logits[0].float().log_softmax(-1)
+    cells = {"reading": [(2, 2), (3, 2)], "predicting": [(1, 1), (2, 1)]}[row]
+    nll = -sum(log_probs[r, c] for r, c in cells)
+    expected = nll / (len(cells) if normalization == "kept" else 3)  # "all": y0's dropped arc counts too
+    assert torch.allclose(out.decoder_parse_loss, expected)
+    assert torch.allclose(out.loss, out.token_loss + 0.5 * out.decoder_parse_loss)
+    gradient = torch.autograd.grad(out.decoder_parse_loss, out.decoder_parse_logits)[0][0]
+    assert sorted(set(gradient.nonzero()[:, 0].tolist())) == [r for r, _ in cells]  # only the supervised rows
+
+
+@pytest.mark.parametrize("row", ["reading", "predicting"])
+def test_predicted_target_heads_are_the_argmax_of_the_supervised_rows(row):
+    # predict_heads reads the rows the loss supervises: fed back as gold, its heads pick the argmax cells
+    torch.manual_seed(0)
+    model = SyntaxMTForConditionalGeneration(tiny_config("transformer_dbsa_dec", dbsa_decoder_supervised_row=row))
+    batch = random_batch([6], seed=12)
+    labels = torch.tensor([[5, 6, 7, 8, 1]])
+    heads = model.predict_heads(batch["input_ids"], batch["attention_mask"], labels=labels)["target_heads"]
+    logits = model.eval()(**batch, labels=labels).decoder_parse_logits
+    gold = decoder_parse_targets(heads, row)
+    rows = gold != -100
+    assert rows.sum() >= 3 and torch.equal(logits.argmax(-1)[rows], gold[rows])
 
 
 def test_decoder_parse_loss_never_uses_a_future_head():
@@ -316,6 +358,63 @@ def test_dbsa_and_sla_settings_out_of_range_are_refused():
         tiny_config("transformer_sla", sla_layers=[4])
     with pytest.raises(ValueError, match="parse head"):
         tiny_config("transformer_sla", sla_heads=4, dbsa_encoder_layer=1)
+
+
+def test_dbsa_decoder_conventions_default_to_the_package_and_refuse_unknown_values():
+    config = tiny_config("transformer_dbsa")
+    assert (config.dbsa_decoder_supervised_row, config.dbsa_decoder_loss_normalization) == ("reading", "kept")
+    with pytest.raises(ValueError, match="dbsa_decoder_supervised_row='writing'"):
+        tiny_config("transformer_dbsa", dbsa_decoder_supervised_row="writing")
+    with pytest.raises(ValueError, match="dbsa_decoder_loss_normalization='sum'"):
+        tiny_config("transformer_dbsa", dbsa_decoder_loss_normalization="sum")
+
+
+def test_sla_binarize_defaults_to_the_published_setting_but_not_for_saved_configs(tmp_path):
+    from hf_syntax_mt import SyntaxMTConfig
+
+    new = tiny_config("transformer_sla")
+    assert new.sla_binarize == "right" and SyntaxMTConfig().sla_binarize == "right"
+    new.save_pretrained(tmp_path)
+    assert SyntaxMTConfig.from_pretrained(tmp_path).sla_binarize == "right"
+    saved = new.to_dict()
+    del saved["sla_binarize"]  # a config saved before the setting: its model read n-ary distances
+    assert SyntaxMTConfig.from_dict(saved).sla_binarize == "none"
+    assert SyntaxMTConfig.from_dict(saved, sla_binarize="left").sla_binarize == "left"
+    # a self-parsing model derives its distances from the n-ary tree it reads
+    assert tiny_config("transformer_dep_rel+transformer_sla", self_parsing=True).sla_binarize == "none"
+    with pytest.raises(ValueError, match="sla_binarize='right': set sla_binarize='none'"):
+        tiny_config("transformer_dep_rel+transformer_sla", self_parsing=True, sla_binarize="right")
+    with pytest.raises(ValueError, match="sla_binarize='both'; expected one of"):
+        tiny_config("transformer_sla", sla_binarize="both")
+
+
+def test_feature_processor_reads_sla_binarize_from_the_config():
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    from hf_syntax_mt import SyntaxMTConfig
+    from hf_syntax_mt.data import SyntaxFeatureProcessor
+    from hf_syntax_mt.syntax import Annotation, locate_words
+
+    text = "I swim across the river ."
+    words = text.split()
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, **{w: i + 3 for i, w in enumerate(words)}}
+    word_level = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    word_level.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    word_level.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=word_level, pad_token="<pad>", eos_token="</s>")
+    annotation = Annotation(text, words, locate_words(text, words), [1, 1, 1, 4, 2, 1],
+                            trees=["(S (NP I) (VP swim (PP across (NP the river))) .)"])
+    saved = tiny_config("transformer_sla").to_dict()
+    del saved["sla_binarize"]
+    for config, raw in [(tiny_config("transformer_sla"), [5, 3, 2, 1, 4]),
+                        (tiny_config("transformer_sla", sla_binarize="left"), [4, 3, 2, 1, 5]),
+                        (SyntaxMTConfig.from_dict(saved), [4, 3, 2, 1, 4])]:
+        processor = SyntaxFeatureProcessor.from_config(config, tokenizer)
+        distances = processor([text], annotations=[annotation])["source_distances"]
+        assert distances.tolist() == [[d + 1.0 for d in raw] + [2000.0, 2000.0]]  # + 1; gaps before/after </s>
+    with pytest.raises(ValueError, match="distance_binarize='yes'"):
+        SyntaxFeatureProcessor(tokenizer, distance_binarize="yes")
 
 
 def test_presets_place_dbsa_on_the_last_layer_of_a_shallow_model():

@@ -106,6 +106,20 @@ def test_converted_model_computes_marians_function(marian_dir, batch, preset):
         assert torch.equal(model.generate(**inputs, **settings), reference)
 
 
+def test_self_parsing_conversion_computes_marians_function(marian_dir, batch):
+    """The parse module is new and untrained: it only picks the trees, which the zero relation tables ignore."""
+    marian = MarianMTModel.from_pretrained(marian_dir).eval()
+    model = SyntaxMTForConditionalGeneration.from_marian(marian_dir, preset="transformer_dep_labeled_rel",
+                                                         self_parsing=True, self_parsing_layers=1)
+    assert any(".source_parser." in name for name in model.syntax_parameter_names())
+    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                  decoder_input_ids=batch["decoder_input_ids"])
+    with torch.no_grad():
+        expected = marian(**inputs).logits
+        for source_heads in (batch["source_heads"], None):  # the parser's trees, then the model's own
+            torch.testing.assert_close(model(**inputs, source_heads=source_heads).logits, expected, atol=1e-5, rtol=0)
+
+
 def test_dbsa_and_sla_conversions_warn(marian_dir, batch):
     with pytest.warns(UserWarning, match="parse head replaces head 0.*computes Marian's function"):
         SyntaxMTForConditionalGeneration.from_marian(marian_dir, preset="transformer_dbsa_enc")

@@ -101,6 +101,22 @@ def test_beam_size_below_one_is_refused(dev, beams):
         translate(dev[0][:1], num_beams=beams)
 
 
+def test_bad_lengths_batch_sizes_and_inputs_are_named(dev):
+    out, _ = trained_model(DEP)
+    translate = pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator(dev[1]))
+    for name, value in (("max_new_tokens", -1), ("max_new_tokens", 0), ("max_length", 2.5)):
+        with pytest.raises(ValueError, match=f"^{name}={value}: the length limit must be an integer >= 1$"):
+            translate(dev[0][:1], **{name: value})
+    with pytest.raises(ValueError, match="^batch_size=0: the number of sentences per batch must be an integer >= 1$"):
+        translate(dev[0][:1], batch_size=0)
+    with pytest.raises(ValueError, match="^batch_size=0: the number of sentences per batch"):
+        pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator(dev[1]), batch_size=0)
+    for bad in (None, 42):
+        with pytest.raises(ValueError, match=f"^the input is {type(bad).__name__}: give a sentence .str or UTF-8 bytes. "
+                                             "or a list of them$"):
+            translate(bad)
+
+
 def test_max_new_tokens_without_the_max_length_warning(dev, caplog):
     """max_new_tokens=N is max_length=N + 1 for this decoder (test_matches_direct_generate: the same
     output as generate(max_new_tokens=N)), without generate's warning that the model's generation
@@ -120,18 +136,28 @@ def test_max_new_tokens_without_the_max_length_warning(dev, caplog):
         transformers_logging.set_verbosity(verbosity)
 
 
-def test_line_longer_than_the_model_allows_is_reported(dev):
+def test_line_longer_than_the_model_allows_is_reported(dev, caplog):
+    """With the package's own message only: not transformers' "Token indices sequence length is longer" before it."""
     sources, annotations = dev
     out, _ = trained_model(DEP)
     tokenizer = AutoTokenizer.from_pretrained(out)
     model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
     model.config.max_position_embeddings = max(len(tokenizer(s)["input_ids"]) for s in sources[:2])
+    tokenizer.model_max_length = model.config.max_position_embeddings  # as a saved model's tokenizer records it
     long_line = " ".join(sources[:4])
-    assert len(tokenizer(long_line)["input_ids"]) > model.config.max_position_embeddings
+    assert len(tokenizer(long_line, verbose=False)["input_ids"]) > model.config.max_position_embeddings
     translate = pipeline("syntax-translation", model=model, tokenizer=tokenizer, annotator=PreParsedAnnotator(annotations))
-    outputs = translate([sources[0], long_line, sources[1]], max_new_tokens=6)
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_warning()
+    try:
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            outputs = translate([sources[0], long_line, sources[1]], max_new_tokens=6)
+    finally:
+        transformers_logging.set_verbosity(verbosity)
     assert [bool(o["translation_text"]) for o in outputs] == [True, False, True]
     assert f"max_position_embeddings={model.config.max_position_embeddings}" in outputs[1]["error"]
+    assert [r.getMessage() for r in caplog.records] == [f"line 2: {outputs[1]['error']}; its translation is left empty"]
 
 
 @pytest.mark.parametrize("recorded", ["dependency", "flat"])
@@ -143,9 +169,13 @@ def test_distances_are_derived_as_the_config_records(dev, recorded):
     translate = pipeline("syntax-translation", model=model, tokenizer=tokenizer, annotator=PreParsedAnnotator(annotations))
     got = translate.processor(sources[:3], annotations=annotations[:3])["source_distances"]
     for source in ("dependency", "constituency", "flat"):
-        reference = SyntaxFeatureProcessor(tokenizer, needs_source_distances=True, distance_source=source)
+        reference = SyntaxFeatureProcessor(tokenizer, needs_source_distances=True, distance_source=source,
+                                           distance_binarize=model.config.sla_binarize)
         expected = reference(sources[:3], annotations=annotations[:3])["source_distances"]
         assert torch.equal(got, expected) == (source == recorded)
+    assert model.config.sla_binarize == "right"  # a new config: seed 003's binarised trees
+    n_ary = SyntaxFeatureProcessor(tokenizer, needs_source_distances=True, distance_source=recorded)
+    assert torch.equal(got, n_ary(sources[:3], annotations=annotations[:3])["source_distances"]) == (recorded == "flat")
 
 
 def test_annotations_of_other_sentences_are_rejected(dev):

@@ -635,6 +635,25 @@ def test_shipped_recipes_load_and_every_run_builds_its_config(recipe_file):
             assert getattr(config, key) == value
 
 
+def test_enja_variants_as_the_authors_ran_them():
+    """Issue 48: seed 004's DBSA setting and seed 003's binarised distances resolve to the intended configs,
+    while the recipe's transformer_sla (and its combinations) keep the n-ary distances their runs read."""
+    recipe = recipes.load_recipe(REPO / "benchmarks" / "recipes" / "small_parallel_enja.ja-en.json")
+    authors = recipes.run_config(recipe, "transformer_dbsa@authors")
+    assert (authors.dbsa_encoder_layer, authors.dbsa_decoder_layer) == (1, 1)
+    assert (authors.dbsa_encoder_loss_weight, authors.dbsa_decoder_loss_weight) == (0.5, 0.5)
+    assert (authors.dbsa_decoder_supervised_row, authors.dbsa_decoder_loss_normalization) == ("predicting", "all")
+    assert recipes.run_settings(recipe, "transformer_dbsa@authors")[2]["max_grad_norm"] == 0  # the Trainer: no clipping
+    package = recipes.run_config(recipe, "transformer_dbsa")
+    assert (package.dbsa_encoder_layer, package.dbsa_decoder_supervised_row, package.dbsa_decoder_loss_normalization) \
+        == (3, "reading", "kept")
+    assert "max_grad_norm" not in recipes.run_settings(recipe, "transformer_dbsa")[2]
+    for name, binarize in [("transformer_sla", "none"), ("transformer_dep_labeled_rel+transformer_sla", "none"),
+                           ("transformer_sla@flat", "none"), ("transformer_sla@binarized", "right")]:
+        config = recipes.run_config(recipe, name)
+        assert (config.sla_layers, config.sla_binarize) == ([1], binarize)
+
+
 def _random_corpus(n, rng):
     words = [f"w{i}" for i in range(30)]
     refs = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(n)]
@@ -849,3 +868,184 @@ def test_eval_order_warning_names_the_references_that_differ(caplog):
     with caplog.at_level("WARNING", logger=runner.logger.name):
         runner.warn_if_eval_order_differs(30.0, 29.0, validation, 9, _DigitTokenizer(), references[:2] + ["1 2"])
     assert "on the same references: check the eval order" in caplog.text
+
+
+# ---------------------------------------------------------------------------------------------
+# Selection on one split, report on another (issue 46): data.tune, average_last_k, early_stopping_patience
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tune_setup(setup):
+    """The synthetic recipe with a tune split (the 6 dev pairs) and the 5 test pairs as dev (gold CoNLL-U beside
+    them), averaging the last 2 checkpoints; its own runs and results folders, so the other tests' summaries do
+    not see its runs."""
+    root, data, recipe_path, _ = setup
+    folder = root / "tune"
+    folder.mkdir()
+    recipe = {k: v for k, v in json.loads(recipe_path.read_text()).items() if k not in ("comparisons", "variants", "grid")}
+    recipe["data"] = {**recipe["data"], "dev": [str(data / "test.src"), str(data / "test.tgt")],
+                      "tune": [str(data / "dev.src"), str(data / "dev.tgt")]}
+    recipe.update(average_last_k=2, presets=["transformer_abs", "transformer_dep_rel"])
+    recipe["training"] = {**recipe["training"], "save_total_limit": 1}
+    (folder / "recipe.json").write_text(json.dumps(recipe))
+    common = ["--recipe", str(folder / "recipe.json"), "--runs-dir", str(folder / "runs"),
+              "--results-dir", str(folder / "results")]
+    return folder, data, common
+
+
+def test_tune_split_selects_and_the_averaged_model_is_reported_beside_the_selected(tune_setup, monkeypatch):
+    """With data.tune the Trainer evaluates (and picks the checkpoint) on tune, dev is only reported; with
+    average_last_k the mean of the last k checkpoints translates dev, tune and the blind set beside the selected
+    model, and save_total_limit is raised so that those checkpoints survive."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM
+
+    from hf_syntax_mt import training
+
+    folder, data, common = tune_setup
+    evaluated_on = []
+    train = training.train
+    monkeypatch.setattr(training, "train", lambda *a, **k: evaluated_on.append(k["raw_datasets"]["validation"]["source"])
+                        or train(*a, **k))
+    (run,) = quality.main(["run", *common, "--presets", "transformer_dep_rel", "--seeds", "1", "--max-steps", "6"])
+    assert evaluated_on == [(data / "dev.src").read_text().splitlines()]  # the Trainer's eval set: the tune pairs
+    assert run["selection_split"] == "tune" and run["averaged_checkpoints"] == ["checkpoint-4", "checkpoint-6"]
+    assert run["dev"]["sentences"] == run["dev_averaged"]["sentences"] == 5
+    assert run["tune"]["sentences"] == run["tune_averaged"]["sentences"] == 6
+    # the Trainer's greedy evaluations were on tune, and are labeled so
+    assert "dev_greedy_bleu_trainer" not in run and "dev_bleu_by_eval" not in run
+    assert {"tune_greedy_bleu_trainer", "tune_greedy_bleu_direct"} <= set(run)
+    history = run["tune_bleu_by_eval"]
+    best = max(history, key=lambda h: h["bleu"])  # the first of the best: a later tie does not replace it
+    assert run["best_checkpoint"] == f"checkpoint-{best['step']}"
+    run_dir = Path(run["run_dir"])
+    training_args = torch.load(run_dir / "checkpoint-6" / "training_args.bin", weights_only=False)
+    assert training_args.save_total_limit == 3  # 1 in the recipe: the last 2 and the best are kept
+
+    # the averaged model: the mean of the two checkpoints' weights; its dev hypotheses are its own translation
+    averaged = AutoModelForSeq2SeqLM.from_pretrained(run_dir / "averaged")
+    states = [AutoModelForSeq2SeqLM.from_pretrained(run_dir / name).state_dict() for name in run["averaged_checkpoints"]]
+    for name, tensor in averaged.state_dict().items():
+        torch.testing.assert_close(tensor.double(), (states[0][name].double() + states[1][name].double()) / 2,
+                                   rtol=0, atol=1e-6)
+    recipe = recipes.load_recipe(folder / "recipe.json")
+    corpus_ = corpus.Corpus(recipe, folder / "runs")
+    model, tokenizer = runner.load_saved_model(run_dir / "averaged", corpus_, "cpu")
+    for split in ("dev", "tune"):
+        sources, refs = corpus_.texts[split]
+        hyps = runner.translate(model, tokenizer, sources, corpus_.parses(sources, "source", corpus_.paths[split][0]),
+                                2, 12, 32)
+        result = run[f"{split}_averaged"]
+        assert Path(result["hypotheses"]).name == f"seed1.{split}.averaged.beam2.txt"
+        assert (REPO / result["hypotheses"]).read_text().splitlines() == hyps
+        assert result["bleu"] == round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
+        assert Path(run[split]["hypotheses"]).name == f"seed1.{split}.beam2.txt"
+    blind = (REPO / run["test_averaged"]["hypotheses"])
+    assert blind.name == "seed1.test.averaged.beam2.txt" and (REPO / run["test"]["hypotheses"]).name == "seed1.test.beam2.txt"
+    assert len(blind.read_text().splitlines()) == 6 and run["test_averaged"]["untranslated_lines"] == [3]
+    # the averaged folder loads in the pipeline like the run dir
+    assert json.loads((run_dir / "averaged" / "config.json").read_text())["preset"] == "transformer_dep_rel"
+
+
+def test_runs_without_tune_or_averaging_record_it(setup):
+    root, data, recipe_path, common = setup
+    (run,) = quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1", "--max-steps", "4"])
+    assert run["selection_split"] == "dev" and run["tune"] is None and run["dev_averaged"] is None
+    assert run["averaged_checkpoints"] is None and run["test_averaged"] is None
+    assert "dev_bleu_by_eval" in run and "tune_bleu_by_eval" not in run
+
+
+def test_early_stopping_stops_on_the_tune_split(tune_setup):
+    """early_stopping_patience=1: training stops at the first evaluation on tune that is not better than the
+    best before it (transformers' EarlyStoppingCallback), however many steps are left."""
+    folder, data, common = tune_setup
+    recipe = json.loads((folder / "recipe.json").read_text())
+    stopping = {**recipe, "name": "synthetic.stopping", "early_stopping_patience": 1}
+    stopping.pop("average_last_k")
+    (folder / "stopping.json").write_text(json.dumps(stopping))
+    (run,) = quality.main(["run", "--recipe", str(folder / "stopping.json"), *common[2:], "--presets",
+                           "transformer_abs", "--seeds", "1", "--max-steps", "40"])
+    history = run["tune_bleu_by_eval"]
+    best, expected_stop = None, None  # naive reference: the first evaluation that does not beat the best so far
+    for h in history:
+        if best is not None and h["bleu"] <= best:
+            expected_stop = h["step"]
+            break
+        best = h["bleu"] if best is None else max(best, h["bleu"])
+    assert expected_stop is not None and run["steps"] == expected_stop < 40
+    assert history[-1]["step"] == expected_stop
+
+
+def test_keep_checkpoints_for_averaging():
+    """save_total_limit is raised to k (k + 1 with load_best_model_at_end, which also keeps the best), never
+    lowered; no limit stays no limit."""
+    cases = [({}, 3), ({"save_total_limit": 1}, 3), ({"save_total_limit": 10}, 10), ({"save_total_limit": None}, None),
+             ({"load_best_model_at_end": False, "save_total_limit": 1}, 2)]
+    for training, limit in cases:
+        runner.keep_checkpoints_for_averaging(training, 2)
+        assert training.get("save_total_limit", 2) == limit, training
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"data": {"tune": ["only_source.txt"]}}, r"data.tune=\['only_source.txt'\]; expected a \[source, target\] pair"),
+    ({"average_last_k": 0}, "average_last_k=0; expected a positive integer"),
+    ({"early_stopping_patience": "3"}, "early_stopping_patience='3'; expected a positive integer"),
+    ({"early_stopping_patience": 2, "training": {"load_best_model_at_end": False}},
+     "early_stopping_patience needs evaluations and the best model kept, but the recipe's training sets"),
+    ({"early_stopping_patience": 2, "variants": {"abs@x": {"preset": "transformer_abs", "training": {"eval_strategy": "no"}}}},
+     "but variant 'abs@x''s training sets"),
+])
+def test_selection_settings_checked_on_load(tmp_path, change, message):
+    recipe = {"name": "r", "source_lang": "a", "target_lang": "b", "data": {}, "model": {}, "training": {}, **change}
+    (tmp_path / "r.json").write_text(json.dumps(recipe))
+    with pytest.raises(ValueError, match=message):
+        recipes.load_recipe(tmp_path / "r.json")
+
+
+def test_summary_reports_selected_and_averaged_models(tune_setup):
+    """The summary's selected-vs-averaged table: mean ± std over seeds of both models' dev figures and the paired
+    bootstrap against abs on the averaged models' dev hypotheses; it says the conclusions use the averaged models.
+    An older result without the new keys (seed 3 here) still summarises, in the main table only."""
+    folder, data, common = tune_setup
+    quality.main(["run", *common, "--presets", "transformer_abs,transformer_dep_rel", "--seeds", "1", "--max-steps", "4"])
+    results = folder / "results" / "synthetic.src-tgt"
+    refs = recipes.read_lines(data / "test.tgt")  # this recipe's dev
+    for preset, right in (("transformer_abs", 2), ("transformer_dep_rel", 4)):  # a seed 2 with some lines right
+        seed2 = json.loads((results / preset / "seed1.json").read_text())
+        for key in ("dev", "dev_averaged"):
+            hyps = recipes.read_lines(REPO / seed2[key]["hypotheses"])
+            lines_right = right if key == "dev_averaged" else right - 1
+            hyps[:lines_right] = refs[:lines_right]
+            path = results / preset / Path(seed2[key]["hypotheses"]).name.replace("seed1", "seed2")
+            path.write_text("".join(h + "\n" for h in hyps))
+            seed2[key] = {**seed2[key], **runner.score(hyps, refs, "13a"), "hypotheses": str(path)}
+        (results / preset / "seed2.json").write_text(json.dumps({**seed2, "seed": 2}))
+    old = json.loads((results / "transformer_abs" / "seed1.json").read_text())
+    new_keys = ("selection_split", "tune", "dev_averaged", "tune_averaged", "extra_averaged", "test_averaged",
+                "averaged_checkpoints")
+    old = {("dev" + k[4:] if k.startswith("tune_") and "bleu" in k else k): v for k, v in old.items() if k not in new_keys}
+    assert "dev_bleu_by_eval" in old
+    (results / "transformer_abs" / "seed3.json").write_text(json.dumps({**old, "seed": 3}))
+    text = quality.main(["summary", *common, "--output", str(folder / "cards" / "RESULTS.md")])
+    header, rows = _table(text, "preset | seeds | selected on")
+    assert [row[:4] for row in rows] == [["transformer_abs", "1,2", "tune", "2"], ["transformer_dep_rel", "1,2", "tune", "2"]]
+    runs = {p: [json.loads((results / p / f"seed{s}.json").read_text()) for s in (1, 2)]
+            for p in ("transformer_abs", "transformer_dep_rel")}
+    for row in rows:
+        rs = runs[row[0]]
+        for column, (key, metric) in enumerate([("dev", "bleu"), ("dev_averaged", "bleu"), ("dev", "chrf"),
+                                                ("dev_averaged", "chrf")], 4):
+            values = [r[key][metric] for r in rs]
+            assert row[column] == f"{np.mean(values):.2f} ± {np.std(values, ddof=1):.2f}"
+    statistics = {p: [summary.bleu_statistics(recipes.read_lines(REPO / r["dev_averaged"]["hypotheses"]), refs, "13a")
+                      for r in rs] for p, rs in runs.items()}
+    t = summary.paired_bootstrap(statistics["transformer_dep_rel"], statistics["transformer_abs"])
+    assert rows[1][8:] == [f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]", f"{t['p_value']:.3f}"]
+    assert rows[0][8:] == ["–", "–"]
+    assert "The conclusions use the averaged models (averaged: no selection on any split" in text
+    assert "chosen on tune, not on dev" in text
+    assert any(line.startswith("| transformer_abs | 1,2,3 |") for line in text.splitlines())  # the main table
+    # the training curves are labeled with the split they were measured on: tune for the new runs, dev for the old
+    assert "Greedy tune BLEU at each evaluation" in text and "Greedy dev BLEU at each evaluation" in text
+    (results / "transformer_abs" / "seed3.json").unlink()

@@ -1,7 +1,12 @@
 """Natural vs segmented CJK source text (`hf_syntax_mt.syntax.spacing`, config.source_spacing)."""
 
+import functools
 import json
 import logging
+import os
+import subprocess
+import sys
+import unicodedata
 
 import pytest
 from hypothesis import given
@@ -20,7 +25,7 @@ from hf_syntax_mt.syntax.spacing import (
     looks_segmented,
     unsegmented_lines,
 )
-from hf_syntax_mt.tokenization import CJK_SCRIPT_RUN, train_joint_bpe_tokenizer
+from hf_syntax_mt.tokenization import CJK_SCRIPT_RUN, add_cjk_despacing, despaces_cjk, train_joint_bpe_tokenizer
 from hf_syntax_mt.training import train
 
 
@@ -125,11 +130,17 @@ def test_processor_gives_natural_and_segmented_input_the_same_features(cjk_corpu
     assert as_is(segmented, return_tensors=None)["input_ids"] != from_natural["input_ids"]
 
 
-def test_trained_model_reads_natural_and_segmented_input_alike(cjk_corpus, caplog):
+@pytest.fixture(scope="module")
+def natural_model(cjk_corpus):
+    """A model trained on the segmented CJK corpus with source_spacing="despace_cjk" (detected), and its metrics."""
     out = scratch_dir("natural")
     model_args, data_args, training_args = tiny_args(out, "transformer_dep_rel", parser="preparsed", data_dir=cjk_corpus,
                                                      max_steps=2)
-    result = train(model_args, data_args, training_args)
+    return out, train(model_args, data_args, training_args)
+
+
+def test_trained_model_reads_natural_and_segmented_input_alike(natural_model, cjk_corpus):
+    out, result = natural_model
     config = json.loads((out / "config.json").read_text())
     assert config["source_spacing"] == "despace_cjk"
     tokenizer = AutoTokenizer.from_pretrained(out)
@@ -227,6 +238,68 @@ def test_continued_model_keeps_its_spacing(cjk_corpus):
     data_args.source_spacing = "as_is"
     with pytest.raises(ValueError, match="trained with source_spacing='despace_cjk'"):
         train(model_args, data_args, training_args)
+
+
+_CJK_TEXTS = ["私は赤い車を買った。", "車を見た。", "the red car .", "I saw a car ."] * 3
+
+
+@functools.cache
+def _despacing_tokenizer():
+    return train_joint_bpe_tokenizer(_CJK_TEXTS, vocab_size=60, split_cjk_scripts=True, despace_cjk=True)
+
+
+@given(_PIECES)
+def test_despacing_normalizer_reads_text_as_despace_cjk(pieces):
+    text = "".join(pieces)
+    normalizer = _despacing_tokenizer().backend_tokenizer.normalizer
+    assert normalizer.normalize_str(text) == unicodedata.normalize("NFKC", despace_cjk(text))
+
+
+def test_despacing_tokenizer_reads_spaced_cjk_as_unspaced_and_leaves_english_alone():
+    tokenizer = _despacing_tokenizer()
+    plain = train_joint_bpe_tokenizer(_CJK_TEXTS, vocab_size=60, split_cjk_scripts=True)
+    assert despaces_cjk(tokenizer) and not despaces_cjk(plain)
+    # the processor defaults to the spacing its tokenizer reads
+    assert SyntaxFeatureProcessor(tokenizer, needs_source_heads=False).source_spacing == "despace_cjk"
+    assert SyntaxFeatureProcessor(plain, needs_source_heads=False).source_spacing == "as_is"
+    spaced = "私 は 赤い 車 を 買っ た 。"
+    unspaced = "私は赤い車を買った。"
+    assert tokenizer(spaced)["input_ids"] == tokenizer(unspaced)["input_ids"] == plain(unspaced)["input_ids"]
+    assert plain(spaced)["input_ids"] != tokenizer(spaced)["input_ids"]
+    english = ["the red car .", "I saw  a car ."]
+    assert tokenizer(text_target=english)["input_ids"] == plain(text_target=english)["input_ids"]
+    # offsets index the raw, spaced text: every subword covers its characters there
+    encoding = tokenizer(spaced, return_offsets_mapping=True, add_special_tokens=False)
+    pieces = [spaced[start:end].replace(" ", "") for start, end in encoding["offset_mapping"]]
+    assert pieces == [token.lstrip("▁") for token in tokenizer.convert_ids_to_tokens(encoding["input_ids"])]
+    add_cjk_despacing(plain)  # added to an existing tokenizer: the same reading, once
+    add_cjk_despacing(plain)
+    assert plain(spaced)["input_ids"] == tokenizer(spaced)["input_ids"]
+    assert plain.backend_tokenizer.normalizer.__getstate__() == tokenizer.backend_tokenizer.normalizer.__getstate__()
+
+
+def test_saved_tokenizer_alone_reads_as_the_pipeline(natural_model, cjk_corpus, tmp_path):
+    """AutoTokenizer (with the package, and through remote code without it), the processor built from the
+    config and the pipeline give the model the same tokens, on segmented and natural input."""
+    out, _ = natural_model
+    segmented = (cjk_corpus / "dev.src").read_text(encoding="utf-8").splitlines()[:4]
+    natural = [despace_cjk(line) for line in segmented]
+    gold = PreParsedAnnotator.from_conllu(cjk_corpus / "dev.src.conllu")
+    translate = pipeline("syntax-translation", model=str(out), annotator=gold)
+    read = translate.preprocess({"texts": segmented, "annotations": None, "offset": 0})["model_inputs"]["input_ids"]
+    pipeline_ids = [[i for i in row if i != translate.tokenizer.pad_token_id] for row in read.tolist()]
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert tokenizer(segmented)["input_ids"] == tokenizer(natural)["input_ids"] == pipeline_ids
+    processor = SyntaxFeatureProcessor.from_config(translate.model.config, tokenizer, gold)
+    assert processor.source_spacing == "despace_cjk"
+    assert processor(segmented, return_tensors=None)["input_ids"] == pipeline_ids
+    code = (f"import json; from transformers import AutoTokenizer; "
+            f"t = AutoTokenizer.from_pretrained({str(out)!r}, trust_remote_code=True); "
+            f"print(json.dumps(t({segmented + natural!r})['input_ids']))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == pipeline_ids * 2
 
 
 def test_annotation_of_other_text_is_still_refused():

@@ -110,10 +110,13 @@ def test_hand_made_trees_match_lca_height(tree, expected):
     assert syntactic_distance(tree) == expected
 
 
-@pytest.mark.skipif(not (SHARED / "data" / "nltk_treebank" / "treebank.zip").is_file(), reason="../shared absent")
-def test_ptb_sample_trees_match_lca_height():
+PTB_SAMPLE = SHARED / "data" / "nltk_treebank" / "treebank.zip"
+
+
+def _ptb_trees():
+    """The bracketed trees of the PTB sample's .mrg files."""
     trees = []
-    with zipfile.ZipFile(SHARED / "data" / "nltk_treebank" / "treebank.zip") as z:
+    with zipfile.ZipFile(PTB_SAMPLE) as z:
         for name in (n for n in z.namelist() if n.endswith(".mrg")):
             text, depth, start = z.read(name).decode("utf-8"), 0, None
             for i, ch in enumerate(text):  # split the file into top-level bracketed trees
@@ -124,10 +127,109 @@ def test_ptb_sample_trees_match_lca_height():
                     depth -= 1
                     if depth == 0:
                         trees.append(text[start:i + 1])
+    return trees
+
+
+@pytest.mark.skipif(not PTB_SAMPLE.is_file(), reason="../shared absent")
+def test_ptb_sample_trees_match_lca_height():
+    trees = _ptb_trees()
     assert len(trees) > 3000
     for t in trees:
         d = syntactic_distance(t)
         assert len(d) == len(tree_leaves(t)) - 1 and d == _reference_distance(t), t
+
+
+# ---------------------------------------------------------------------------------------------
+# binarised trees (seed 003's code: NLTK's chomsky_normal_form before Algorithm 1)
+
+
+def _nltk_binarized_distance(tree, factor):
+    """Seed 003's preprocessing: NLTK's ``chomsky_normal_form(factor)`` (default arguments), then Algorithm 1
+    on the binary tree (the package's n-ary Algorithm 1, equal to the LCA-height reference above)."""
+    nltk = pytest.importorskip("nltk")
+    binary = nltk.Tree.fromstring(tree)
+    binary.chomsky_normal_form(factor=factor)
+    return syntactic_distance(binary)
+
+
+@pytest.mark.parametrize(
+    "tree, n_ary, right, left",
+    [
+        (FIG1, [4, 3, 2, 1, 4], [5, 3, 2, 1, 4], [4, 3, 2, 1, 5]),  # the issue's first example
+        ("(ROOT (NP (VBG Performing) (NNS loans) (. .)))", [1, 1], [2, 1], [1, 2]),  # its second example
+        ("(A (B (C (D x y))) z)", [1, 2], [1, 2], [1, 2]),  # binary already: unchanged, unaries kept
+        ("(S a b c d e)", [1, 1, 1, 1], [4, 3, 2, 1], [1, 2, 3, 4]),
+    ],
+)
+def test_binarized_distances_of_worked_examples(tree, n_ary, right, left):
+    assert syntactic_distance(tree) == syntactic_distance(tree, binarize="none") == n_ary
+    assert syntactic_distance(tree, binarize="right") == right
+    assert syntactic_distance(tree, binarize="left") == left
+
+
+def test_fig1_right_binarization_is_nltk_chomsky_normal_form():
+    nltk = pytest.importorskip("nltk")
+    binary = nltk.Tree.fromstring(FIG1)
+    binary.chomsky_normal_form()  # seed 003's call: right factorisation, default arguments
+    assert tree_to_bracketed(binary) == "(S (NP I) (S|<VP-.> (VP swim (PP across (NP the river))) .))"
+    assert syntactic_distance(binary) == syntactic_distance(FIG1, binarize="right") == [5, 3, 2, 1, 4]
+
+
+@pytest.mark.parametrize("factor", ["right", "left"])
+@pytest.mark.parametrize(
+    "tree",
+    [
+        "(ROOT (S (NP (NP a b) (PP c (NP d))) (VP e)))",
+        "(S (A a b) c (B d (C e f)))",
+        "(S (S (S a b) c) d)",
+        "(X (A a b c) (B (C d e f g) h) i (D j))",  # a unary D, a wide node inside a wide node
+        "(X a (Y (Z b c d e)) (W f g h) i)",
+    ],
+)
+def test_binarized_distances_match_nltk_chomsky_normal_form(tree, factor):
+    assert syntactic_distance(tree, binarize=factor) == _nltk_binarized_distance(tree, factor)
+
+
+@pytest.mark.skipif(not PTB_SAMPLE.is_file(), reason="../shared absent")
+@pytest.mark.parametrize("factor", ["right", "left"])
+def test_ptb_sample_binarized_distances_match_nltk_chomsky_normal_form(factor):
+    pytest.importorskip("nltk")
+    trees = _ptb_trees()
+    changed = total = 0
+    for t in trees:
+        binarized = syntactic_distance(t, binarize=factor)
+        assert binarized == _nltk_binarized_distance(t, factor), t
+        n_ary = syntactic_distance(t)
+        changed += sum(a != b for a, b in zip(binarized, n_ary))
+        total += len(n_ary)
+    assert 0.3 < changed / total < 0.9  # the issue: 49,268 of 79,626 gaps change (right, usable trees)
+
+
+def test_bad_binarize_is_refused():
+    with pytest.raises(ValueError, match="binarize='up'; expected one of"):
+        syntactic_distance(FIG1, binarize="up")
+    with pytest.raises(ValueError, match="binarize='up'; expected one of"):
+        dependency_to_distance([1, 1], binarize="up")
+
+
+def test_annotation_word_distances_binarize_trees_and_derived_constituents():
+    from hf_syntax_mt.syntax import Annotation, locate_words
+
+    text = "I swim across the river . I swim ."
+    words = text.split()
+    heads = [1, 1, 1, 4, 2, 1, 7, 7, 7]  # I→swim, across→swim, the→river, river→across, .→swim
+    annotation = Annotation(text, words, locate_words(text, words), heads, sentence_ids=[0] * 6 + [1] * 3,
+                            trees=[FIG1, "(S (NP I) (VP swim) .)"])
+    S = SENTENCE_DISTANCE
+    assert annotation.word_distances("constituency") == [4, 3, 2, 1, 4, S, 1, 1]
+    assert annotation.word_distances("constituency", binarize="right") == [5, 3, 2, 1, 4, S, 2, 1]
+    assert annotation.word_distances("constituency", binarize="left") == [4, 3, 2, 1, 5, S, 1, 2]
+    # swim's constituent: I | swim | across (height 2) | . ; right-binarised it joins at 5, 4, 3
+    assert annotation.word_distances("dependency") == [3, 3, 2, 1, 3, S, 1, 1]
+    assert annotation.word_distances("dependency", binarize="right") == [5, 4, 2, 1, 3, S, 2, 1]
+    assert annotation.word_distances("flat", binarize="right") == annotation.word_distances("flat")  # the control
+    with pytest.raises(ValueError, match="binarize must be one of"):
+        annotation.word_distances("constituency", binarize="yes")
 
 
 def test_dependency_to_distance_example_and_forest():
@@ -140,6 +242,20 @@ def test_dependency_to_distance_example_and_forest():
 def test_dependency_to_distance_non_projective():
     # a b c d: a→c, b→d, c root, d→c (arc a→c crosses b→d); LCA(a,b)=c, LCA(b,c)=c, LCA(c,d)=c
     assert dependency_to_distance([2, 3, 2, 2]) == [2, 2, 2]
+
+
+def test_binarized_dependency_distances():
+    # My father bought a red car .: bought's children father | bought | car | . (heights 1, 0, 2, 0 binarised:
+    # car's children a | red | car give 2), joined right to left at heights 3, 4, 5 (right factorisation)
+    heads = [1, 2, 2, 5, 5, 2, 2]
+    assert dependency_to_distance(heads, binarize="right") == [1, 5, 4, 2, 1, 3]
+    assert dependency_to_distance(heads, binarize="left") == [1, 2, 3, 1, 2, 4]
+    # forests keep SENTENCE_DISTANCE between trees
+    assert dependency_to_distance([1, 1, 3, 3, 3], binarize="right") == [1, SENTENCE_DISTANCE, 2, 1]
+    # non-projective: c's children ordered by head word a | c | d (d's constituent {b, d}, height 1);
+    # gap a-b is joined where a's child and d's child meet
+    assert dependency_to_distance([2, 3, 2, 2], binarize="right") == [3, 2, 2]
+    assert dependency_to_distance([2, 3, 2, 2], binarize="left") == [2, 2, 2]
 
 
 def test_fill_subword_distances():
@@ -201,6 +317,12 @@ def test_dependency_distance_equals_algorithm1_on_derived_tree(heads):
     assert tree_leaves(tree) == [f"w{i}" for i in range(len(heads))]
     assert d == syntactic_distance(tree)
     assert len(d) == len(heads) - 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(projective_trees(), st.sampled_from(["right", "left"]))
+def test_binarized_dependency_distance_equals_nltk_chomsky_normal_form_of_derived_tree(heads, factor):
+    assert dependency_to_distance(heads, binarize=factor) == _nltk_binarized_distance(_derived_bracketed(heads), factor)
 
 
 @settings(max_examples=100, deadline=None)

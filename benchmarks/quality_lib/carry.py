@@ -32,18 +32,18 @@ def _copy_compressed(path: Path, dest_dir: Path) -> Path:
 def pack_carry(recipe: dict, runs_dir: Path, dest: Path) -> dict:
     """Fill `dest` with what `recipe`'s runs read and a bare machine lacks:
 
-    - `data/<corpus folder>/<file>[.carry.gz]`: the train and dev files and the blind test source (unpacked there
+    - `data/<corpus folder>/<file>[.carry.gz]`: the train, dev (and tune) files and the blind test source (unpacked there
       into ../shared/data/<corpus folder>/, where the recipe's paths point), with their CoNLL-U files for a
       recipe whose trees come from CoNLL-U;
-    - `parse_cache/`: the source parse caches of exactly the texts the runs parse (train, dev, the blind
+    - `parse_cache/`: the source parse caches of exactly the texts the runs parse (train, dev, tune, the blind
       lines), each with its record; parsed here first where missing;
     - `tokenizers/<recipe>/<tokenizer>/`: the recipe's joint BPE tokenizer, trained here first where missing.
     Returns {"recipe", "files", "parse_caches", "tokenizer"} (the names copied)."""
     corpus = Corpus(recipe, runs_dir)
     corpus.tokenizer  # trained here where missing, saved at corpus.tokenizer_path
     spec = recipe.get("source_parser") or {}
-    texts = [(corpus.texts[split][0], corpus.paths[split][0]) for split in ("train", "dev")]
-    files = {path for split in ("train", "dev") for path in corpus.paths[split]}
+    texts = [(corpus.texts[split][0], corpus.paths[split][0]) for split in corpus.texts]  # train, dev (, tune)
+    files = {path for split in corpus.texts for path in corpus.paths[split]}
     blind = corpus.blind_lines_parsed()
     if blind:
         texts.append((blind[1], blind[0]))

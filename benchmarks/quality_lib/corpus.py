@@ -175,6 +175,22 @@ def alignment_report(annotations: Sequence[Annotation], tokenizer) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
+def sample_pairs(source: list[str], target: list[str], pairs: int, seed: int, max_source_chars: Optional[int] = None,
+                 max_target_words: Optional[int] = None) -> tuple[list[str], list[str]]:
+    """`pairs` training pairs drawn at random (`random.Random(seed)`) from the whole training set, kept in
+    corpus order, after dropping the extreme outliers longer than `max_source_chars` characters or
+    `max_target_words` words (a recipe's `train_sample`): the sample has the corpus's length distribution."""
+    import random
+
+    keep = [i for i, (s, t) in enumerate(zip(source, target))
+            if (max_source_chars is None or len(s) <= max_source_chars)
+            and (max_target_words is None or len(t.split()) <= max_target_words)]
+    if pairs > len(keep):
+        raise ValueError(f"train_sample: {pairs} pairs asked, but the training set has {len(keep)} within the caps")
+    chosen = sorted(random.Random(seed).sample(keep, pairs))
+    return [source[i] for i in chosen], [target[i] for i in chosen]
+
+
 class Corpus:
     """Texts, tokenizer and parse caches of one recipe (built lazily, once). A recipe's `train_pairs` trains
     on the first N pairs of its training files (a low-resource subset, with its own tokenizer and parses);
@@ -186,14 +202,25 @@ class Corpus:
         self.parse_dir = Path(runs_dir) / "parse_cache"
         data = recipe["data"]
         train_limit = min((n for n in (train_limit, recipe.get("train_pairs")) if n is not None), default=None)
-        self.paths = {split: [resolve(recipe, p) for p in data[split]] for split in ("train", "dev")}
+        self.paths = {split: [resolve(recipe, p) for p in data[split]] for split in ("train", "dev", "tune")
+                      if split in data}
         self.source_spacing = recipe.get("source_spacing", "as_is")
         self.texts = {}
-        for split, limit in (("train", train_limit), ("dev", dev_limit)):
-            source, target = read_pair(*self.paths[split], limit=limit)
+        for split, limit in [(name, train_limit if name == "train" else dev_limit) for name in self.paths]:  # tune: as dev
+            if split == "train" and recipe.get("train_sample"):
+                source, target = sample_pairs(*read_pair(*self.paths[split]), **recipe["train_sample"])
+                source, target = source[:limit], target[:limit]
+            else:
+                source, target = read_pair(*self.paths[split], limit=limit)
             self.texts[split] = (self.prepare_sources(source), target)
         self._tokenizer = None
         self._parses: dict = {}
+
+    @property
+    def selection_split(self) -> str:
+        """The split the Trainer evaluates on to pick the checkpoint (best model, early stopping): the recipe's
+        `data.tune` where it has one, so that the dev figures are measured on a split no choice was made on."""
+        return "tune" if "tune" in self.texts else "dev"
 
     def prepare_sources(self, lines: list[str]) -> list[str]:
         """Source lines as the recipe's models read them (`source_spacing`, `hf_syntax_mt.syntax.spacing`)."""
@@ -260,16 +287,15 @@ class Corpus:
         return self._parses[key]
 
     def annotators(self, config) -> tuple[Optional[PreParsedAnnotator], Optional[PreParsedAnnotator]]:
-        """Pre-parsed source / target annotators over train + dev, as the preset needs them."""
+        """Pre-parsed source / target annotators over train + dev (+ tune), as the preset needs them."""
+        def parses_of_every_split(side, k):
+            return [a for split in self.texts for a in self.parses(self.texts[split][k], side, self.paths[split][k])]
+
         source = target = None
         if config.needs_source_parse:
-            source = PreParsedAnnotator(self.parses(self.texts["train"][0], "source", self.paths["train"][0])
-                                        + self.parses(self.texts["dev"][0], "source", self.paths["dev"][0]),
-                                        made_by=self.parser_settings("source"))
+            source = PreParsedAnnotator(parses_of_every_split("source", 0), made_by=self.parser_settings("source"))
         if config.needs_target_heads:
-            target = PreParsedAnnotator(self.parses(self.texts["train"][1], "target", self.paths["train"][1])
-                                        + self.parses(self.texts["dev"][1], "target", self.paths["dev"][1]),
-                                        made_by=self.parser_settings("target"))
+            target = PreParsedAnnotator(parses_of_every_split("target", 1), made_by=self.parser_settings("target"))
         return source, target
 
     def parser_settings(self, side: str) -> Optional[dict]:
@@ -282,7 +308,7 @@ class Corpus:
         import datasets
 
         out = {}
-        for split, name in (("train", "train"), ("dev", "validation")):
+        for split, name in (("train", "train"), (self.selection_split, "validation")):  # the Trainer evaluates on it
             src, tgt = self.texts[split]
             table = datasets.table.InMemoryTable.from_pydict({"source": src, "target": tgt})
             out[name] = datasets.Dataset(table, fingerprint=datasets.fingerprint.Hasher.hash([split, text_sha(src + tgt)]))

@@ -37,6 +37,7 @@ def load_recipe(path) -> dict:
     recipe["_path"] = str(path)
     recipe["_base"] = str(base)
     check_training_settings(recipe)
+    check_selection_settings(recipe)
     named = recipe.get("presets", []) + [p for block in recipe.get("grid", []) for p in block["presets"]]
     compared = [name for pair in recipe.get("comparisons", []) for name in pair]
     if any(len(pair) != 2 for pair in recipe.get("comparisons", [])):
@@ -64,6 +65,28 @@ def check_training_settings(recipe: dict):
                 close = difflib.get_close_matches(key, sorted(known), n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise ValueError(f"recipe {recipe['_path']}: {where}: unknown training argument {key!r}{hint}")
+
+
+def check_selection_settings(recipe: dict):
+    """The keys that choose and report models: `data.tune` ([source, target] files the Trainer evaluates on to
+    pick the checkpoint, so that dev reports a split no choice was made on), `average_last_k` (also report the
+    mean of the last k checkpoints) and `early_stopping_patience` (stop after that many evaluations without a
+    better score on the selection split)."""
+    where = f"recipe {recipe['_path']}"
+    tune = recipe["data"].get("tune")
+    if tune is not None and not (isinstance(tune, list) and len(tune) == 2 and all(isinstance(p, str) for p in tune)):
+        raise ValueError(f"{where}: data.tune={tune!r}; expected a [source, target] pair of files like data.dev")
+    for key in ("average_last_k", "early_stopping_patience"):
+        value = recipe.get(key)
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            raise ValueError(f"{where}: {key}={value!r}; expected a positive integer")
+    if recipe.get("early_stopping_patience"):
+        for name in [None, *recipe.get("variants", {})]:
+            training = run_settings(recipe, name)[2] if name else recipe["training"]
+            if training.get("load_best_model_at_end") is False or training.get("eval_strategy") == "no":
+                raise ValueError(f"{where}: early_stopping_patience needs evaluations and the best model kept, but "
+                                 f"{'variant ' + repr(name) if name else 'the recipe'}'s training sets "
+                                 "load_best_model_at_end=false or eval_strategy='no'")
 
 
 def run_settings(recipe: dict, name: str) -> tuple[str, dict, dict]:

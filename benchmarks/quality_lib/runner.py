@@ -12,10 +12,13 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
+from hf_syntax_mt.checkpoint_averaging import average_checkpoints, last_checkpoints
 from hf_syntax_mt.syntax import Annotation
 
 from .corpus import Corpus, alignment_report, parser_label
 from .recipes import REPO, grid_runs, load_recipe, read_pair, run_config, run_settings
+
+AVERAGED_DIR = "averaged"  # the mean of the last `average_last_k` checkpoints, inside the run dir
 
 logger = logging.getLogger("quality")
 
@@ -39,6 +42,7 @@ def translate(model, tokenizer, sources: list[str], annotations: Optional[list[A
         needs_source_heads=config.dependency_relations is not None and (not config.self_parsing or annotations is not None),
         needs_source_distances=config.needs_source_distances,
         max_source_length=max_source_length, distance_source=config.distance_source,
+        distance_binarize=config.sla_binarize,
         source_spacing=config.source_spacing,
     )
     needs_parse = processor.needs_source_parse
@@ -98,8 +102,9 @@ def parse_extra_evals(items: Sequence[str]) -> dict[str, tuple[Path, Path]]:
     for item in items or ():
         name, sep, paths = item.partition("=")
         parts = paths.split(",")
-        if not sep or not name or len(parts) != 2 or name == "dev":
-            raise ValueError(f"--extra-eval {item!r}: expected name=src_path,tgt_path (name other than 'dev')")
+        if not sep or not name or len(parts) != 2 or name in ("dev", "tune"):
+            raise ValueError(f"--extra-eval {item!r}: expected name=src_path,tgt_path (name other than 'dev' and "
+                             "'tune')")
         out[name] = (Path(parts[0]), Path(parts[1]))
     return out
 
@@ -129,7 +134,7 @@ def parse_head_accuracy(model, batches) -> Optional[dict]:
     ("self_parse") by argmax and by the tree it decodes ("self_parse_tree", SPEC §9). None without parse heads."""
     import torch
 
-    from hf_syntax_mt.modeling_syntax_mt import IGNORE_INDEX, decode_source_heads, shift_target_heads_right
+    from hf_syntax_mt.modeling_syntax_mt import IGNORE_INDEX, decode_source_heads, decoder_parse_targets
 
     config = model.config
     if not (config.dbsa_encoder_layer or config.dbsa_decoder_layer or config.self_parsing):
@@ -146,7 +151,8 @@ def parse_head_accuracy(model, batches) -> Optional[dict]:
             if out.encoder_parse_logits is not None:
                 sides.append(("source", out.encoder_parse_logits.argmax(-1), source_gold))
             if out.decoder_parse_logits is not None:
-                sides.append(("target", out.decoder_parse_logits.argmax(-1), shift_target_heads_right(batch["target_heads"])))
+                target_gold = decoder_parse_targets(batch["target_heads"], config.dbsa_decoder_supervised_row)
+                sides.append(("target", out.decoder_parse_logits.argmax(-1), target_gold))
             if out.source_tree_logits is not None:
                 sides.append(("self_parse", out.source_tree_logits.argmax(-1), source_gold))
                 tree = decode_source_heads(out.source_tree_logits, batch["input_ids"], batch["attention_mask"], special)
@@ -160,16 +166,18 @@ def parse_head_accuracy(model, batches) -> Optional[dict]:
     return {side: round(100 * correct / max(total, 1), 2) for side, (correct, total) in counts.items()}
 
 
-def evaluate_sets(model, tokenizer, corpus: Corpus, sets: dict, out_prefix: Path, num_beams: int) -> dict:
+def evaluate_sets(model, tokenizer, corpus: Corpus, sets: dict, out_prefix: Path, num_beams: int,
+                  model_label: str = "") -> dict:
     """Translate each set `{name: (src_path, tgt_path)}` with beam `num_beams`; write hypotheses
-    next to `out_prefix` and return `{name: {bleu, chrf, hypotheses, ...}}`. A self-parsing model
+    next to `out_prefix` (`<prefix>.<name><model_label>.beam<k>.txt`, e.g. model_label ".averaged") and return
+    `{name: {bleu, chrf, hypotheses, ...}}`; "dev" and "tune" are the corpus's splits. A self-parsing model
     translates each set twice: with its own trees (`name`) and fed the parser's (`<name>_parser_fed`)."""
     recipe = corpus.recipe
     config = model.config
     results = {}
     for name, (src_path, tgt_path) in sets.items():
-        if name == "dev":
-            src, refs = corpus.texts["dev"]
+        if name in ("dev", "tune"):
+            src, refs = corpus.texts[name]
         else:
             src, refs = read_pair(src_path, tgt_path)
             src = corpus.prepare_sources(src)
@@ -180,27 +188,27 @@ def evaluate_sets(model, tokenizer, corpus: Corpus, sets: dict, out_prefix: Path
             start = time.time()
             hyps = translate(model, tokenizer, src, annotations, num_beams, recipe["max_target_length"],
                              recipe["max_source_length"])
-            hyp_path = Path(f"{out_prefix}.{run_name}.beam{num_beams}.txt")
+            hyp_path = Path(f"{out_prefix}.{run_name}{model_label}.beam{num_beams}.txt")
             hyp_path.parent.mkdir(parents=True, exist_ok=True)
             hyp_path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
             results[run_name] = {**score(hyps, refs, recipe["bleu_tokenize"]), "num_beams": num_beams,
                                  "sentences": len(src), "source": str(src_path), "reference": str(tgt_path),
                                  "hypotheses": os.path.relpath(hyp_path, REPO),
                                  "translate_seconds": round(time.time() - start, 1)}
-            logger.info("%s: BLEU %.2f chrF %.2f (beam %d)", run_name, results[run_name]["bleu"],
+            logger.info("%s%s: BLEU %.2f chrF %.2f (beam %d)", run_name, model_label, results[run_name]["bleu"],
                         results[run_name]["chrf"], num_beams)
     return results
 
 
-def blind_path(out_prefix: Path, num_beams: int) -> Path:
-    return Path(f"{out_prefix}.test.beam{num_beams}.txt")
+def blind_path(out_prefix: Path, num_beams: int, model_label: str = "") -> Path:
+    return Path(f"{out_prefix}.test{model_label}.beam{num_beams}.txt")
 
 
-def translate_blind(model, tokenizer, corpus: Corpus, out_prefix: Path) -> Optional[dict]:
+def translate_blind(model, tokenizer, corpus: Corpus, out_prefix: Path, model_label: str = "") -> Optional[dict]:
     """Translate the recipe's blind test source (`test_source`; its references are held out of the project, on
-    purpose) as dev is translated, into `<out_prefix>.test.beam<k>.txt`: corpus order, one line per source line,
-    an empty line for a line that cannot be translated (an empty source line, or one the feature processor
-    rejects). Never scored. None when the recipe has no blind set (e.g. en→ja)."""
+    purpose) as dev is translated, into `<out_prefix>.test<model_label>.beam<k>.txt` (model_label e.g. ".averaged"):
+    corpus order, one line per source line, an empty line for a line that cannot be translated (an empty source
+    line, or one the feature processor rejects). Never scored. None when the recipe has no blind set (e.g. en→ja)."""
     recipe = corpus.recipe
     blind = corpus.blind_sources()
     if blind is None:
@@ -230,7 +238,7 @@ def translate_blind(model, tokenizer, corpus: Corpus, out_prefix: Path) -> Optio
     for k, hyp in done.items():
         hyps[todo[k]] = hyp
     translated = {todo[k] for k in done}
-    path = blind_path(out_prefix, num_beams)
+    path = blind_path(out_prefix, num_beams, model_label)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
     untranslated = [i + 1 for i in range(len(sources)) if i not in translated]  # 1-based line numbers
@@ -270,7 +278,7 @@ def run_arguments(corpus: Corpus, preset: str, seed: int, args, run_dir: Path, t
                                 distance_source=overrides.get("distance_source", recipe.get("distance_source", "auto")))
     data_args = DataArguments(
         source_lang=recipe["source_lang"], target_lang=recipe["target_lang"],
-        train_file=str(corpus.paths["train"][0]), validation_file=str(corpus.paths["dev"][0]),
+        train_file=str(corpus.paths["train"][0]), validation_file=str(corpus.paths[corpus.selection_split][0]),
         max_source_length=recipe["max_source_length"], max_target_length=recipe["max_target_length"],
         bleu_tokenize=recipe["bleu_tokenize"], cache_dir=str(Path(args.runs_dir) / "feature_cache"),
         source_spacing=corpus.source_spacing,
@@ -319,6 +327,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         training["max_steps"] = args.max_steps
     if args.bf16 is not None:
         training["bf16"] = args.bf16
+    if recipe.get("average_last_k"):
+        keep_checkpoints_for_averaging(training, recipe["average_last_k"])
     model_args, data_args, training_args = run_arguments(corpus, preset, seed, args, run_dir, training)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "quality_run.json").write_text(json.dumps({"recipe": recipe["name"], "preset": preset, "seed": seed}))
@@ -328,23 +338,25 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     logger.info("training %s seed %d on %s -> %s", preset, seed, recipe["name"], run_dir)
     start = time.time()
     result = train(model_args, data_args, training_args, tokenizer=tokenizer, annotator=annotator,
-                   target_annotator=target_annotator, raw_datasets=corpus.raw_datasets(), command=command)
+                   target_annotator=target_annotator, raw_datasets=corpus.raw_datasets(),
+                   callbacks=early_stopping_callbacks(recipe), command=command)
     trainer, metrics = result.trainer, result.metrics
     model = trainer.model.float()
     state = trainer.state
     train_tokens = sum(len(x) for x in result.datasets["train"]["input_ids"]) + \
         sum(len(x) for x in result.datasets["train"]["labels"])
-    steps_per_epoch = -(-len(result.datasets["train"]) // training_args.per_device_train_batch_size)
+    steps_per_epoch = len(trainer.get_train_dataloader())  # fixed-size or token-budget batches
     epochs_done = state.global_step / steps_per_epoch
     epochs_this_process = (state.global_step - resumed_step) / steps_per_epoch
-    # a direct greedy pass for `warn_if_eval_order_differs` (the Trainer's collator feeds the parser's trees,
-    # also to a self-parsing model)
+    # a direct greedy pass over the split the Trainer evaluated on (tune, else dev) for `warn_if_eval_order_differs`
+    # (the Trainer's collator feeds the parser's trees, also to a self-parsing model)
     config = model.config
-    greedy = translate(model, tokenizer, corpus.texts["dev"][0],
-                       corpus.parses(corpus.texts["dev"][0], "source", corpus.paths["dev"][0])
+    selection = corpus.selection_split
+    greedy = translate(model, tokenizer, corpus.texts[selection][0],
+                       corpus.parses(corpus.texts[selection][0], "source", corpus.paths[selection][0])
                        if config.needs_parser_at_inference or config.self_parsing else None,
                        1, recipe["max_target_length"], recipe["max_source_length"])
-    direct_greedy = score(greedy, corpus.texts["dev"][1], recipe["bleu_tokenize"])
+    direct_greedy = score(greedy, corpus.texts[selection][1], recipe["bleu_tokenize"])
     # The check above runs the model as the Trainer evaluated it: with `--bf16`/"bf16" accelerate wraps
     # `forward` in bf16 autocast. The final decode runs it as users load it (fp32, no wrapper), the
     # same as `--evaluate-only` on the saved run.
@@ -352,9 +364,13 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     record_parser(model, corpus, run_dir)
     parse_accuracy = parse_head_accuracy(model, dev_feature_batches(corpus, model, tokenizer))
     prefix = result_path.with_suffix("")
-    sets = {"dev": (corpus.paths["dev"][0], corpus.paths["dev"][1]), **parse_extra_evals(args.extra_eval)}
-    evals = evaluate_sets(model, tokenizer, corpus, sets, prefix, recipe["final_num_beams"])
+    splits = {split: tuple(corpus.paths[split]) for split in ("dev", "tune") if split in corpus.paths}
+    evals = evaluate_sets(model, tokenizer, corpus, {**splits, **parse_extra_evals(args.extra_eval)}, prefix,
+                          recipe["final_num_beams"])
     blind = translate_blind(model, tokenizer, corpus, prefix)
+    averaged_evals, averaged_blind, averaged_from = {}, None, None
+    if recipe.get("average_last_k"):
+        averaged_evals, averaged_blind, averaged_from = evaluate_averaged(corpus, run_dir, splits, prefix, args.device)
     history = [{"epoch": round(h["epoch"], 2), "step": h["step"], "bleu": h["eval_bleu"], "chrf": h.get("eval_chrf")}
                for h in state.log_history if "eval_bleu" in h]
     out = {
@@ -374,19 +390,74 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         "wall_time_seconds": round(time.time() - start, 1),
         "train_tokens_per_second": round(train_tokens * epochs_this_process / max(metrics.get("train_runtime", 1e-9), 1e-9)),
         "final_train_loss": metrics.get("train_loss"),
-        "dev_greedy_bleu_trainer": metrics.get("eval_bleu"), "dev_greedy_bleu_direct": direct_greedy["bleu"],
-        "dev_greedy_bleu_best_epoch": max((h["bleu"] for h in history[:-1]), default=None),
-        "dev_bleu_by_eval": history, "dev_parse_head_accuracy": parse_accuracy,
-        "dev": evals.pop("dev"), "extra": evals, "test": blind,
+        # the Trainer's greedy evaluations are on the selection split: "tune_..." or "dev_..."
+        "selection_split": selection,
+        f"{selection}_greedy_bleu_trainer": metrics.get("eval_bleu"),
+        f"{selection}_greedy_bleu_direct": direct_greedy["bleu"],
+        f"{selection}_greedy_bleu_best_epoch": max((h["bleu"] for h in history[:-1]), default=None),
+        f"{selection}_bleu_by_eval": history, "dev_parse_head_accuracy": parse_accuracy,
+        # the selected checkpoint (best greedy BLEU on the selection split) and the mean of the last k checkpoints
+        "dev": evals.pop("dev"), "tune": evals.pop("tune", None), "extra": evals, "test": blind,
+        "averaged_checkpoints": averaged_from, "dev_averaged": averaged_evals.pop("dev", None),
+        "tune_averaged": averaged_evals.pop("tune", None), "extra_averaged": averaged_evals or None,
+        "test_averaged": averaged_blind,
         "bf16": bool(training.get("bf16")), "threads": torch.get_num_threads(), "device": device_description(args.device),
         "git_commit": _git_commit(), "run_dir": str(run_dir), "command": command,
     }
-    warn_if_eval_order_differs(out["dev_greedy_bleu_trainer"], direct_greedy["bleu"], result.datasets["validation"],
-                               recipe["max_target_length"], tokenizer, corpus.texts["dev"][1])
+    warn_if_eval_order_differs(metrics.get("eval_bleu"), direct_greedy["bleu"], result.datasets["validation"],
+                               recipe["max_target_length"], tokenizer, corpus.texts[selection][1])
     result_path.parent.mkdir(parents=True, exist_ok=True)
     result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    logger.info("wrote %s: dev BLEU %.2f (beam %d)", result_path, out["dev"]["bleu"], recipe["final_num_beams"])
+    logger.info("wrote %s: dev BLEU %.2f (beam %d)%s", result_path, out["dev"]["bleu"], recipe["final_num_beams"],
+                f", averaged model {out['dev_averaged']['bleu']:.2f}" if out["dev_averaged"] else "")
     return out
+
+
+def keep_checkpoints_for_averaging(training: dict, k: int) -> None:
+    """Raise the run's `save_total_limit` where it would delete one of the last k checkpoints before they are
+    averaged: the Trainer keeps the most recent ones and, with `load_best_model_at_end`, also the best one,
+    which may be older than the last k, so k + 1 then."""
+    from dataclasses import fields
+
+    from hf_syntax_mt.training import SyntaxMTTrainingArguments
+
+    defaults = {f.name: f.default for f in fields(SyntaxMTTrainingArguments)}
+    limit = training.get("save_total_limit", defaults["save_total_limit"])
+    needed = k + 1 if training.get("load_best_model_at_end", defaults["load_best_model_at_end"]) else k
+    if limit is not None and limit < needed:
+        logger.info("average_last_k=%d: save_total_limit raised from %d to %d so that the last %d checkpoints are "
+                    "kept", k, limit, needed, k)
+        training["save_total_limit"] = needed
+
+
+def early_stopping_callbacks(recipe: dict) -> Optional[list]:
+    """`EarlyStoppingCallback` on the selection metric for a recipe with `early_stopping_patience`: training stops
+    after that many evaluations (on tune, else dev) without a better score."""
+    if not recipe.get("early_stopping_patience"):
+        return None
+    from transformers import EarlyStoppingCallback
+
+    return [EarlyStoppingCallback(early_stopping_patience=recipe["early_stopping_patience"])]
+
+
+def evaluate_averaged(corpus: Corpus, run_dir: Path, splits: dict, prefix: Path, device: str):
+    """Average the run's last `average_last_k` checkpoints into `<run_dir>/averaged` (a model that no split chose)
+    and translate `splits` (dev, tune) and the blind test set with it as the selected model's are, the files marked
+    ".averaged". Returns (evaluations by split, blind translation, names of the checkpoints averaged)."""
+    k = corpus.recipe["average_last_k"]
+    try:
+        checkpoints = last_checkpoints(run_dir, k)
+    except ValueError as error:
+        raise ValueError(f"recipe {corpus.recipe['name']}: average_last_k={k}: {error}; lower average_last_k or "
+                         "save more checkpoints (a longer run or more frequent saves)") from None
+    folder = average_checkpoints(checkpoints, run_dir / AVERAGED_DIR)
+    logger.info("averaged %s -> %s", ", ".join(p.name for p in checkpoints), folder)
+    model, tokenizer = load_saved_model(folder, corpus, device)
+    record_parser(model, corpus, folder)
+    num_beams = corpus.recipe["final_num_beams"]
+    evals = evaluate_sets(model, tokenizer, corpus, splits, prefix, num_beams, ".averaged")
+    blind = translate_blind(model, tokenizer, corpus, prefix, ".averaged")
+    return evals, blind, [p.name for p in checkpoints]
 
 
 def load_saved_model(checkpoint: Path, corpus: Corpus, device: str):
@@ -554,7 +625,7 @@ def acquire_lock(run_dir: Path) -> Optional[Path]:
 
 
 def parse_command(args) -> None:
-    """Fill the parse caches of a recipe (train + dev, source and target parsers; the blind test source)
+    """Fill the parse caches of a recipe (train + dev + tune, source and target parsers; the blind test source)
     and check the word/subword alignment on dev."""
     for recipe_path in args.recipe:
         recipe = load_recipe(recipe_path)
@@ -565,7 +636,7 @@ def parse_command(args) -> None:
         for side, k in (("source", 0), ("target", 1)):
             if not recipe.get(f"{side}_parser"):
                 continue
-            for split in ("dev", "train"):
+            for split in [name for name in ("dev", "tune", "train") if name in corpus.texts]:
                 start = time.time()
                 annotations = corpus.parses(corpus.texts[split][k], side, corpus.paths[split][k])
                 logger.info("%s %s %s: %d parses ready in %.0f s", recipe["name"], split, side, len(annotations),

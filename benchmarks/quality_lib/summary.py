@@ -117,7 +117,8 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
             if p != base and not (base == DEP_BASELINE and "dep" not in p):
                 tests[(p, base)] = compare(p, base)
     lines += [
-        f"Dev set: {dev_limit} sentences; beam {recipe['final_num_beams']}, the saved model in fp32; "
+        f"Dev set: {dev_limit} sentences; beam {recipe['final_num_beams']}, the saved model in fp32 (the checkpoint "
+        "with the best greedy BLEU on the run's selection split: the recipe's tune set, else dev); "
         f"BLEU (sacrebleu, tokenize={tokenize}) and chrF. "
         f"Paired bootstrap: {BOOTSTRAP_SAMPLES} samples, p = share of samples where the preset does not beat the baseline, "
         "on the seeds both have run (each system scored as the mean over those seeds).",
@@ -153,6 +154,7 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
                       "`--no-bf16` / `--bf16`; e.g. fp32 on a CPU without native bf16, where autocast is far slower); "
                       "every final decode runs the saved model in fp32.")
     lines += device_lines(runs)
+    lines += averaged_lines(recipe, order, by_preset, dev_limit)
     variants = recipe.get("variants", {})
     for p in (p for p in order if p in variants):
         changes = [f"{k}={v}" for part in ("model", "training") for k, v in variants[p].get(part, {}).items()]
@@ -196,6 +198,43 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     lines += [r["command"] for p in order for r in sorted(by_preset[p], key=lambda r: r["seed"]) if r.get("command")]
     lines += ["```", ""] + todo
     return "\n".join(lines)
+
+
+def averaged_lines(recipe: dict, order: list[str], by_preset: dict, dev_limit: int) -> list[str]:
+    """Runs with `average_last_k` (issue 46): dev BLEU / chrF of the selected checkpoint (best greedy BLEU on the
+    selection split) beside the mean of the last k checkpoints, mean ± std over seeds, and each preset's paired
+    bootstrap against abs computed on the averaged models' dev hypotheses; the text states that the conclusions
+    use the averaged models, which no split chose."""
+    runs = {p: sorted((r for r in by_preset[p] if r.get("dev_averaged")), key=lambda r: r["seed"]) for p in order}
+    runs = {p: rs for p, rs in runs.items() if rs}
+    if not runs:
+        return []
+    refs = read_lines(resolve(recipe, recipe["data"]["dev"][1]))[:dev_limit]
+    tokenize = recipe["bleu_tokenize"]
+    stats = {p: {r["seed"]: bleu_statistics(read_lines(REPO / r["dev_averaged"]["hypotheses"]), refs, tokenize)
+                 for r in rs} for p, rs in runs.items()}
+    splits = sorted({r.get("selection_split", "dev") for rs in runs.values() for r in rs})
+    lines = ["", f"Selected vs averaged models on dev (beam {recipe['final_num_beams']}): the checkpoint with the best "
+             "greedy BLEU on the selection split, and the mean of the weights of the run's last k checkpoints "
+             "(`average_last_k`); mean ± std over the seeds that have both. Δ vs abs [95% CI] and p: paired bootstrap "
+             "on the averaged models' dev hypotheses, against abs's averaged models (seeds both have run).", "",
+             "| preset | seeds | selected on | k | dev BLEU selected | dev BLEU averaged | dev chrF selected | "
+             "dev chrF averaged | averaged: Δ vs abs [95% CI] | p vs abs |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for p, rs in runs.items():
+        t = compare_runs(stats, p, BASELINE, tokenize) if p != BASELINE else None
+        cells = [p, ",".join(str(r["seed"]) for r in rs),
+                 "/".join(sorted({r.get("selection_split", "dev") for r in rs})),
+                 "/".join(str(k) for k in sorted({len(r["averaged_checkpoints"]) for r in rs}))]
+        for metric in ("bleu", "chrf"):
+            cells += [_fmt_mean_std([r["dev"][metric] for r in rs]), _fmt_mean_std([r["dev_averaged"][metric] for r in rs])]
+        cells += [f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]", f"{t['p_value']:.3f}"] if t else ["–", "–"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "The conclusions use the averaged models (averaged: no selection on any split; k is fixed by the "
+              "recipe before training). " + ("The selected checkpoints of runs selected on dev were chosen on the "
+                                             "split they are scored on, so their dev figures are biased upward."
+                                             if "dev" in splits else
+                                             "The selected checkpoints were chosen on tune, not on dev.")]
+    return lines
 
 
 def self_parsing_lines(recipe: dict, order: list[str], by_preset: dict, stats: dict, dev_limit: int) -> list[str]:
@@ -399,19 +438,30 @@ def save_chart(fig, path: Path) -> Path:
 
 
 def training_evaluations(run: dict) -> list[dict]:
-    """The run's per-epoch greedy dev evaluations; a final evaluation of the kept checkpoint (runs before the
+    """The run's per-epoch greedy evaluations on its selection split (`<split>_bleu_by_eval`: tune, else dev;
+    dev for results before a tune split existed); a final evaluation of the kept checkpoint (runs before the
     Trainer stopped decoding dev again after loading the best checkpoint) comes last, at the step of the
     evaluation before it, and is left out."""
-    history = run.get("dev_bleu_by_eval", [])
+    history = run.get(f"{run.get('selection_split', 'dev')}_bleu_by_eval", [])
     if len(history) > 1 and history[-1]["step"] == history[-2]["step"]:
         history = history[:-1]
     return history
 
 
 def learning_curve_lines(order: list[str], by_preset: dict) -> list[str]:
-    """Markdown table of the greedy dev BLEU at each evaluation during training, mean over seeds.
+    """Markdown tables of the greedy BLEU at each evaluation during training, mean over seeds: one table per split
+    the runs evaluated on (`selection_split`, dev for older results), named in its heading."""
+    lines = []
+    for split in ("dev", "tune"):
+        runs = {p: [r for r in by_preset[p] if r.get("selection_split", "dev") == split] for p in order}
+        lines += split_learning_curve_lines(split, [p for p in order if runs[p]], runs)
+    return lines
 
-    Read from each run's `dev_bleu_by_eval` (`training_evaluations`). The best preset of each column is bold."""
+
+def split_learning_curve_lines(split: str, order: list[str], by_preset: dict) -> list[str]:
+    """Markdown table of the greedy BLEU on `split` at each evaluation during training, mean over seeds.
+
+    Read from each run's `<split>_bleu_by_eval` (`training_evaluations`). The best preset of each column is bold."""
     curves = {p: {} for p in order}
     for p in order:
         for r in by_preset[p]:
@@ -422,8 +472,8 @@ def learning_curve_lines(order: list[str], by_preset: dict) -> list[str]:
         return []
     means = {p: {e: float(np.mean(v)) for e, v in curves[p].items()} for p in order}
     best = {e: max(m[e] for m in means.values() if e in m) for e in epochs}
-    lines = ["", "Greedy dev BLEU at each evaluation during training, as the Trainer scored it (under bf16 autocast "
-             "when the run trains in bf16; mean over seeds; bold: best preset at that point; the run keeps the "
+    lines = ["", f"Greedy {split} BLEU at each evaluation during training, as the Trainer scored it (under bf16 "
+             "autocast when the run trains in bf16; mean over seeds; bold: best preset at that point; the run keeps the "
              "checkpoint with the best of its row):", "",
              "| preset | " + " | ".join(f"epoch {e:g}" for e in epochs) + " |", "|---|" + "---|" * len(epochs)]
     for p in order:

@@ -31,7 +31,10 @@ Args:
         of references for every prediction).
     tokenize: sacrebleu BLEU tokenizer (`13a`, `intl`, `char`, `none`, `zh`, `ja-mecab`, ...).
     lowercase: lowercase before scoring BLEU.
-    smooth_method, smooth_value, force, use_effective_order: passed to `sacrebleu.corpus_bleu`.
+    smooth_method, smooth_value, use_effective_order: passed to `sacrebleu.corpus_bleu`.
+    force: sacrebleu's `force` (it changes no score): True by default here, so that 100 hypotheses ending
+        in " ." (the corpora's own spacing, kept by detokenized output) do not print sacrebleu's
+        three-line "you forgot to detokenize" warning at every evaluation.
     chrf_char_order, chrf_word_order, chrf_beta: passed to `sacrebleu.corpus_chrf`.
 Returns:
     bleu, chrf, counts, totals, precisions, bp, sys_len, ref_len
@@ -75,7 +78,7 @@ class SyntaxSacrebleu(evaluate.Metric):
         lowercase=False,
         smooth_method="exp",
         smooth_value=None,
-        force=False,
+        force=True,
         use_effective_order=False,
         chrf_char_order=6,
         chrf_word_order=0,

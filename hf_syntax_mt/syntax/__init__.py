@@ -1,7 +1,17 @@
 """Torch-free syntax utilities: trees, syntactic distances, annotators and subword alignment."""
 
 from .alignment import align_tokens_to_words, token_features
-from .annotation import Annotation, annotation_from_spacy, annotation_from_stanza, locate_words, merge_annotations, read_conllu, to_conllu
+from .annotation import (
+    Annotation,
+    ConlluSentenceError,
+    annotation_from_spacy,
+    annotation_from_stanza,
+    locate_words,
+    merge_annotations,
+    read_conllu,
+    read_conllu_with_errors,
+    to_conllu,
+)
 from .annotators import (
     Annotator, DespacedSpacyAnnotator, PreParsedAnnotator, PretokenizedSpacyAnnotator, SpacyAnnotator, StanzaAnnotator,
     load_annotator,
@@ -46,6 +56,7 @@ __all__ = [
     "SOURCE_SPACINGS",
     "Annotation",
     "Annotator",
+    "ConlluSentenceError",
     "BracketTree",
     "DespacedSpacyAnnotator",
     "PreParsedAnnotator",
@@ -71,6 +82,7 @@ __all__ = [
     "parse_bracketed",
     "project_heads_to_subwords",
     "read_conllu",
+    "read_conllu_with_errors",
     "to_conllu",
     "relative_depth_matrix",
     "reroute_heads",

@@ -86,12 +86,13 @@ def token_features(
     heads: bool = True,
     distances: bool = False,
     distance_source: str = "auto",
+    distance_binarize: str = "none",
 ) -> dict:
     """Per-token features of one tokenized text: ``{"heads": [...], "distances": [...]}``.
 
     ``heads``: subword-level heads (``project_heads_to_subwords``; special tokens -100).
     ``distances``: the gap after each token (``fill_subword_distances``; word-level distances
-    from ``annotation.word_distances(distance_source)``).
+    from ``annotation.word_distances(distance_source, distance_binarize)``).
     Truncation: words without tokens are skipped by the projection (a kept word whose root was cut
     off becomes the root of its own subtree, so a truncated sentence can become a forest), and the
     last kept token is followed by a special token or the end, hence a large gap.
@@ -102,7 +103,7 @@ def token_features(
         out["heads"] = project_heads_to_subwords(annotation.heads, word_ids)
     if distances:
         out["distances"] = fill_subword_distances(
-            annotation.word_distances(distance_source) if annotation.words else [],
+            annotation.word_distances(distance_source, distance_binarize) if annotation.words else [],
             word_ids,
             annotation.sentence_ids,
         )

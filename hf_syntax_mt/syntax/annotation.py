@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
-from .distance import SENTENCE_DISTANCE, dependency_to_distance, syntactic_distance, tree_leaves, tree_to_bracketed
+from .distance import (
+    BINARIZATIONS, SENTENCE_DISTANCE, dependency_to_distance, syntactic_distance, tree_leaves, tree_to_bracketed,
+)
 from .trees import reroute_heads, validate_heads
 
 Span = Optional[tuple[int, int]]
@@ -80,15 +82,20 @@ class Annotation:
     def num_sentences(self) -> int:
         return self.sentence_ids[-1] + 1 if self.sentence_ids else 0
 
-    def word_distances(self, source: str = "auto") -> list[float]:
+    def word_distances(self, source: str = "auto", binarize: str = "none") -> list[float]:
         """Word-level syntactic distances (one per gap between consecutive words).
 
         ``source``: ``"constituency"`` (Algorithm 1 on ``trees``), ``"dependency"``
         (``dependency_to_distance``), ``"auto"`` (constituency when trees exist), or ``"flat"``:
         the distances of a flat tree, one node over all words of a sentence (every gap 1), a
         control without syntax for localized attention. Gaps between sentences get
-        ``SENTENCE_DISTANCE``.
+        ``SENTENCE_DISTANCE``. ``binarize`` ("none", "right", "left"): binarise the constituency
+        trees, or the constituents derived from the dependency tree, as NLTK's
+        ``chomsky_normal_form(factor=...)`` before Algorithm 1 (seed 003's code: "right"); the flat
+        control stays flat (binarised it would be a right- or left-branching tree, not "no syntax").
         """
+        if binarize not in BINARIZATIONS:
+            raise ValueError(f"binarize must be one of {BINARIZATIONS}, not {binarize!r}")
         if source not in DISTANCE_SOURCES:
             raise ValueError(f"source must be one of {DISTANCE_SOURCES}, not {source!r}")
         if source == "constituency" and self.trees is None:
@@ -103,9 +110,9 @@ class Annotation:
             if source == "flat":
                 dist = [1] * (end - start - 1)
             elif use_trees:
-                dist = syntactic_distance(self.trees[s])
+                dist = syntactic_distance(self.trees[s], binarize)
             else:
-                dist = dependency_to_distance([h - start for h in self.heads[start:end]])
+                dist = dependency_to_distance([h - start for h in self.heads[start:end]], binarize)
             if s > 0:
                 out.append(SENTENCE_DISTANCE)
             out.extend(float(x) for x in dist)
@@ -287,6 +294,112 @@ def _conllu_blocks(source: Union[str, Path]) -> list[list[str]]:
     return blocks
 
 
+class ConlluSentenceError(ValueError):
+    """A CoNLL-U sentence that cannot be read or is not one tree. The message names the sentence by its
+    1-based position in the file (``number``; and its ``# sent_id`` if it has one) and its words by their
+    IDs in the file; ``text`` is the sentence's text, None where it could not be read."""
+
+    def __init__(self, message: str, number: int, text: Optional[str] = None):
+        super().__init__(message)
+        self.number = number
+        self.text = text
+
+
+def _tree_error(heads: Sequence[int], ids: Sequence[str]) -> Optional[str]:
+    """Why the 0-based `heads` (root -> itself) of the words with CoNLL-U IDs `ids` are not one tree, or None."""
+    roots = [i for i, head in enumerate(heads) if head == i]
+    for start in range(len(heads)):
+        path, i = [], start
+        while heads[i] != i and i not in path:
+            path.append(i)
+            i = heads[i]
+        if heads[i] != i:
+            cycle = path[path.index(i):]
+            return f"the heads form a cycle through words {' -> '.join(ids[j] for j in cycle + cycle[:1])}"
+    if len(roots) != 1:
+        return f"expected exactly one root (head 0), found {len(roots)}: words {', '.join(ids[i] for i in roots)}"
+    return None
+
+
+def _read_conllu_sentence(block: Sequence[str], number: int, tree) -> Annotation:
+    """One CoNLL-U sentence (`number`: its 1-based position in the file) as an `Annotation`."""
+    text, sent_id = None, None
+
+    def error(message: str) -> ConlluSentenceError:
+        where = f"CoNLL-U sentence {number}" + (f" (sent_id {sent_id})" if sent_id else "")
+        return ConlluSentenceError(f"{where}: {message}", number, text)
+
+    tokens = []  # (form, space_after, [(id, form, head, deprel)])
+    mwt_end = 0
+    for line in block:
+        if line.startswith("#"):
+            key, _, value = line[1:].partition("=")
+            if key.strip() == "text":
+                text = value.strip()
+            elif key.strip() == "sent_id":
+                sent_id = value.strip()
+            continue
+        cols = line.split("\t")
+        if len(cols) != 10:
+            raise error(f"expected 10 tab-separated columns in {line!r}")
+        tid, form, head, deprel, misc = cols[0], cols[1], cols[6], cols[7], cols[9]
+        space_after = "SpaceAfter=No" not in misc.split("|")
+        if "." in tid:
+            continue
+        if "-" in tid:
+            mwt_end = int(tid.split("-")[1])
+            tokens.append((form, space_after, []))
+            continue
+        try:
+            word = (tid, form, int(head), deprel)
+        except ValueError:
+            raise error(f"head {head!r} of word {tid} is not an int") from None
+        if int(tid) <= mwt_end:
+            tokens[-1][2].append(word)
+        else:
+            tokens.append((form, space_after, [word]))
+    if not tokens:
+        raise error("no word lines")
+    if text is None:
+        text = "".join(form + (" " if sp else "") for form, sp, _ in tokens).rstrip()
+    token_spans = locate_words(text, [form for form, _, _ in tokens])
+    ids, words, spans, heads, deprels = [], [], [], [], []
+    n = sum(len(ws) for _, _, ws in tokens)
+    for (form, _, ws), span in zip(tokens, token_spans):
+        for k, (tid, wform, head, deprel) in enumerate(ws):
+            if not 0 <= head <= n:
+                raise error(f"word {tid} ({wform!r}) has head {head}, outside 0..{n}")
+            ids.append(tid)
+            words.append(wform)
+            spans.append(span if k == 0 else None)
+            heads.append(len(heads) if head == 0 else head - 1)
+            deprels.append(deprel)
+    problem = _tree_error(heads, ids)
+    if problem is not None:
+        raise error(problem)
+    try:
+        return Annotation(text=text, words=words, spans=spans, heads=heads, deprels=deprels,
+                          trees=None if tree is None else [tree])
+    except ValueError as err:
+        raise error(str(err)) from None
+
+
+def read_conllu_with_errors(source: Union[str, Path],
+                            trees: Optional[Sequence] = None) -> tuple[list[Annotation], list[ConlluSentenceError]]:
+    """Like `read_conllu`, but a sentence that cannot be read or is not one tree is left out and
+    returned as a `ConlluSentenceError`: (the valid sentences, the errors of the others)."""
+    blocks = _conllu_blocks(source)
+    if trees is not None and len(trees) != len(blocks):
+        raise ValueError(f"{len(trees)} trees for {len(blocks)} CoNLL-U sentences")
+    annotations, errors = [], []
+    for number, block in enumerate(blocks, 1):
+        try:
+            annotations.append(_read_conllu_sentence(block, number, None if trees is None else trees[number - 1]))
+        except ConlluSentenceError as err:
+            errors.append(err)
+    return annotations, errors
+
+
 def read_conllu(source: Union[str, Path], trees: Optional[Sequence] = None) -> list[Annotation]:
     """Read CoNLL-U (a file path or the text itself) into one ``Annotation`` per sentence.
 
@@ -294,72 +407,13 @@ def read_conllu(source: Union[str, Path], trees: Optional[Sequence] = None) -> l
     The text is the ``# text =`` comment, or the forms joined with spaces honouring
     ``SpaceAfter=No``. Multi-word token lines give the span; empty nodes (``8.1``) are ignored.
     ``trees`` optionally gives one bracketed constituency tree per sentence (e.g. gold PTB).
-    A cycle, several roots or a head outside the sentence raise ``ValueError`` naming the sentence.
+    A cycle, several roots or a head outside the sentence raise ``ConlluSentenceError`` (a
+    ``ValueError``) naming the sentence by its number in the file and its words by their IDs.
     """
-    blocks = _conllu_blocks(source)
-    if trees is not None and len(trees) != len(blocks):
-        raise ValueError(f"{len(trees)} trees for {len(blocks)} CoNLL-U sentences")
-    out = []
-    for b, block in enumerate(blocks):
-        text, sent_id = None, str(b + 1)
-        tokens = []  # (form, space_after, [(form, head, deprel)])
-        mwt_end = 0
-        for line in block:
-            if line.startswith("#"):
-                key, _, value = line[1:].partition("=")
-                if key.strip() == "text":
-                    text = value.strip()
-                elif key.strip() == "sent_id":
-                    sent_id = value.strip()
-                continue
-            cols = line.split("\t")
-            if len(cols) != 10:
-                raise ValueError(f"CoNLL-U sentence {sent_id}: expected 10 tab-separated columns in {line!r}")
-            tid, form, head, deprel, misc = cols[0], cols[1], cols[6], cols[7], cols[9]
-            space_after = "SpaceAfter=No" not in misc.split("|")
-            if "." in tid:
-                continue
-            if "-" in tid:
-                mwt_end = int(tid.split("-")[1])
-                tokens.append((form, space_after, []))
-                continue
-            try:
-                word = (form, int(head), deprel)
-            except ValueError:
-                raise ValueError(f"CoNLL-U sentence {sent_id}: head {head!r} of word {tid} is not an int") from None
-            if int(tid) <= mwt_end:
-                tokens[-1][2].append(word)
-            else:
-                tokens.append((form, space_after, [word]))
-        if not tokens:
-            raise ValueError(f"CoNLL-U sentence {sent_id} has no word lines")
-        if text is None:
-            text = "".join(form + (" " if sp else "") for form, sp, _ in tokens).rstrip()
-        token_spans = locate_words(text, [form for form, _, _ in tokens])
-        words, spans, heads, deprels = [], [], [], []
-        n = sum(len(ws) for _, _, ws in tokens)
-        for (form, _, ws), span in zip(tokens, token_spans):
-            for k, (wform, head, deprel) in enumerate(ws):
-                if not 0 <= head <= n:
-                    raise ValueError(f"CoNLL-U sentence {sent_id}: head {head} of word {wform!r} outside 0..{n}")
-                words.append(wform)
-                spans.append(span if k == 0 else None)
-                heads.append(len(heads) if head == 0 else head - 1)
-                deprels.append(deprel)
-        try:
-            out.append(
-                Annotation(
-                    text=text,
-                    words=words,
-                    spans=spans,
-                    heads=heads,
-                    deprels=deprels,
-                    trees=None if trees is None else [trees[b]],
-                )
-            )
-        except ValueError as err:
-            raise ValueError(f"CoNLL-U sentence {sent_id}: {err}") from None
-    return out
+    annotations, errors = read_conllu_with_errors(source, trees)
+    if errors:
+        raise errors[0]
+    return annotations
 
 
 def merge_annotations(annotations: Sequence[Annotation], separator: str = " ") -> Annotation:

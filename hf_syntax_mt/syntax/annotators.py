@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from .annotation import (
-    Annotation, annotation_from_spacy, annotation_from_stanza, empty_annotation, locate_words, read_conllu,
+    Annotation, annotation_from_spacy, annotation_from_stanza, empty_annotation, locate_words, read_conllu_with_errors,
 )
 
 logger = logging.getLogger(__name__)
@@ -296,26 +296,37 @@ class PreParsedAnnotator(Annotator):
     re-indexes its spans); an unknown text raises ``ValueError``. ``made_by``: the settings
     (``Annotator.to_dict()``) of the parser that made the annotations, if one did; ``train`` records
     them in the model's ``config.parser``, so the trained model's pipeline parses new text the same way.
+    ``invalid``: {text: why its parse is unusable} (what ``from_conllu`` found wrong in a sentence);
+    annotating such a text raises ``ValueError`` with that message, so only its line fails.
     """
 
     name = "preparsed"
 
-    def __init__(self, annotations: Sequence[Annotation], made_by: Optional[dict] = None):
+    def __init__(self, annotations: Sequence[Annotation], made_by: Optional[dict] = None,
+                 invalid: Optional[dict[str, str]] = None):
         self.annotations = list(annotations)
         self.made_by = dict(made_by) if made_by else None
+        self.invalid = dict(invalid or {})
         self._index = {a.text.strip(): a for a in self.annotations}
         self._unspaced_index = {"".join(a.text.split()): a for a in self.annotations}
+        self._unspaced_invalid = {"".join(text.split()): message for text, message in self.invalid.items()}
 
     @classmethod
     def from_conllu(cls, source: Union[str, Path], trees: Optional[Sequence] = None) -> "PreParsedAnnotator":
-        """From a CoNLL-U file or string (+ optional bracketed trees, one per sentence)."""
-        return cls(read_conllu(source, trees=trees))
+        """From a CoNLL-U file or string (+ optional bracketed trees, one per sentence). A sentence that
+        is not one tree (a cycle, a head outside the sentence, ...) is kept as ``invalid``: only the
+        line with its text fails; one whose text cannot be read raises ``ConlluSentenceError``."""
+        annotations, errors = read_conllu_with_errors(source, trees=trees)
+        unreadable = [err for err in errors if err.text is None]
+        if unreadable:
+            raise unreadable[0]
+        return cls(annotations, invalid={err.text: str(err) for err in errors})
 
     def settings(self) -> dict:
-        return {"annotations": self.annotations}
+        return {"annotations": self.annotations, **({"invalid": self.invalid} if self.invalid else {})}
 
     def _fingerprint(self) -> tuple:
-        return (type(self).__name__, tuple(repr(a) for a in self.annotations))
+        return (type(self).__name__, tuple(repr(a) for a in self.annotations), *sorted(self.invalid.items()))
 
     def to_dict(self) -> dict:
         raise ValueError("a PreParsedAnnotator cannot be recorded in a config; it holds its parses")
@@ -323,7 +334,10 @@ class PreParsedAnnotator(Annotator):
     def _annotate(self, texts: list[str]) -> list[Annotation]:
         out = []
         for t in texts:
-            a = self._index.get(t.strip()) or self._unspaced_index.get("".join(t.split()))
+            unspaced = "".join(t.split())
+            a = self._index.get(t.strip()) or self._unspaced_index.get(unspaced)
+            if a is None and unspaced in self._unspaced_invalid:
+                raise ValueError(self._unspaced_invalid[unspaced])
             if a is None:
                 raise ValueError(f"no pre-parsed annotation for text {t[:80]!r}")
             out.append(a)

@@ -4,6 +4,14 @@ A constituency tree with n leaves gives a vector d of n - 1 gaps, d_i ranking th
 lowest common ancestor of leaves i and i + 1. Trees can be bracketed strings ("(S (NP I) ...)"),
 stanza ``Tree`` objects (``.label`` / ``.children``, leaves have no children) or nltk ``Tree``
 objects (list subclasses whose leaves are strings).
+
+Binarisation (``binarize``): seed 003 prints Algorithm 1 on the tree as parsed, but its authors' code
+(LUMIA-Group/distance_transformer) first calls NLTK's ``Tree.chomsky_normal_form()`` (right
+factorisation, default arguments), so its published numbers come from binary trees. ``"right"`` /
+``"left"`` reproduce NLTK's ``chomsky_normal_form(factor="right" / "left")`` (a node with m > 2 children
+becomes a chain of m - 1 binary nodes; unary nodes stay, as NLTK collapses none by default),
+``"none"`` keeps the n-ary tree. Fig. 1's ``(S (NP I) (VP swim (PP across (NP the river))) .)`` gives
+[5, 3, 2, 1, 4] right-binarised (NLTK: ``(S (NP I) (S|<VP-.> (VP ...) .))``) and [4, 3, 2, 1, 4] n-ary.
 """
 
 from __future__ import annotations
@@ -21,6 +29,9 @@ SENTENCE_DISTANCE = 999.0
 
 LARGE_DISTANCE = 2000.0
 """Distance of a gap next to a special token, after the last token, and of padding."""
+
+BINARIZATIONS = ("none", "right", "left")
+"""How a tree is binarised before Algorithm 1: not at all, or as NLTK's ``chomsky_normal_form(factor=...)``."""
 
 
 @dataclass
@@ -109,13 +120,45 @@ def tree_to_bracketed(tree) -> str:
     return "(" + " ".join([_label(tree)] + [tree_to_bracketed(c) for c in children]) + ")"
 
 
-def syntactic_distance(tree) -> list[int]:
+def _check_binarize(binarize: str) -> None:
+    if binarize not in BINARIZATIONS:
+        raise ValueError(f"binarize={binarize!r}; expected one of {BINARIZATIONS}")
+
+
+def _gap_heights(child_heights: Sequence[int], binarize: str) -> list[int]:
+    """Heights of the nodes joining consecutive children c_k, c_{k+1} of one node (m children, m - 1 gaps).
+
+    n-ary: every gap gets the node's height ``1 + max_k h_k``. Right factorisation (nodes
+    N_k = (c_k N_{k+1}), N_{m-1} = (c_{m-1} c_m)): gap k is joined at N_k, ``H(N_k) = 1 + max(h_k, H(N_{k+1}))``
+    with ``H(N_m) = h_m``. Left factorisation (M_k = (M_{k-1} c_k), M_1 = c_1): gap k is joined at M_{k+1},
+    ``H(M_k) = 1 + max(H(M_{k-1}), h_k)``.
+    """
+    m = len(child_heights)
+    if binarize == "none":
+        return [1 + max(child_heights)] * (m - 1)
+    gaps = [0] * (m - 1)
+    if binarize == "right":
+        height = child_heights[-1]
+        for k in range(m - 2, -1, -1):
+            height = gaps[k] = 1 + max(child_heights[k], height)
+    else:
+        height = child_heights[0]
+        for k in range(1, m):
+            height = gaps[k - 1] = 1 + max(height, child_heights[k])
+    return gaps
+
+
+def syntactic_distance(tree, binarize: str = "none") -> list[int]:
     """Seed 003 Algorithm 1: ``d(leaf) = []``, ``d(node) = [d(c_1); nd; d(c_2); ...; nd; d(c_m)]``
     with ``nd = 1 + max`` of all values in the children's vectors (0 if all are empty).
 
     So ``d_i`` is the height of the lowest common ancestor of leaves i and i + 1 (pre-terminals
-    and unary chains do not change it); the result has ``n_leaves - 1`` entries.
+    and unary chains do not change it); the result has ``n_leaves - 1`` entries. With ``binarize``
+    "right" or "left" the tree is first binarised as NLTK's ``chomsky_normal_form(factor=binarize)``
+    (what seed 003's code does, see the module docstring): the gaps between the children of a node
+    get the heights of the binary nodes that join them (``_gap_heights``) instead of one shared ``nd``.
     """
+    _check_binarize(binarize)
     if isinstance(tree, str):
         tree = parse_bracketed(tree)
 
@@ -124,17 +167,17 @@ def syntactic_distance(tree) -> list[int]:
         if children is None:
             return []
         parts = [distance(c) for c in children]
-        nd = 1 + max((max(p) for p in parts if p), default=0)
+        gaps = _gap_heights([max(p, default=0) for p in parts], binarize)
         out = list(parts[0])
-        for p in parts[1:]:
-            out.append(nd)
-            out.extend(p)
+        for gap, part in zip(gaps, parts[1:]):
+            out.append(gap)
+            out.extend(part)
         return out
 
     return distance(tree)
 
 
-def dependency_to_distance(heads: Sequence[int]) -> list[float]:
+def dependency_to_distance(heads: Sequence[int], binarize: str = "none") -> list[float]:
     """Syntactic distance from a dependency tree (SPEC §6, "beyond the paper").
 
     Each word with its dependents' yields is a constituent: ``c(h) = {h} ∪ c(dependents of h)``,
@@ -144,15 +187,38 @@ def dependency_to_distance(heads: Sequence[int]) -> list[float]:
     constituency tree. A non-projective tree has discontinuous constituents; the same LCA-height
     definition is used unchanged (it is still well defined and ranks gaps by how high the two
     words are joined). In a forest, a gap between two different trees gets ``SENTENCE_DISTANCE``.
+
+    ``binarize`` ("right" / "left") binarises every derived constituent as ``syntactic_distance`` does:
+    the children of c(h), ordered by their head words' positions (h's own leaf at h), are joined by a chain
+    of binary nodes, and the gap gets the height of the binary node joining the children that hold i and
+    i + 1 (``_gap_heights``). For a projective tree this equals Algorithm 1 on NLTK's
+    ``chomsky_normal_form(factor=binarize)`` of the derived constituency tree.
     """
+    _check_binarize(binarize)
     n = len(heads)
     roots = tree_roots(heads)
     depth = depths(heads, ignore_index=None)
-    height = [0] * n
-    for i in sorted(range(n), key=lambda i: -depth[i]):
-        h = heads[i]
+    dependents: list[list[int]] = [[] for _ in range(n)]
+    for i, h in enumerate(heads):
         if h != i:
-            height[h] = max(height[h], height[i] + 1)
+            dependents[h].append(i)
+    height = [0] * n
+    child_order: list[dict] = [{} for _ in range(n)]  # child (dependent, or h for its own leaf) -> its index
+    gaps: list[list[int]] = [[] for _ in range(n)]
+    for h in sorted(range(n), key=lambda i: -depth[i]):  # dependents before their head
+        if not dependents[h]:
+            continue
+        children = sorted(dependents[h] + [h])
+        child_order[h] = {c: k for k, c in enumerate(children)}
+        gaps[h] = _gap_heights([0 if c == h else height[c] for c in children], binarize)
+        height[h] = max(gaps[h])
+
+    def child_holding(word: int, ancestor: int) -> int:
+        """The child of ``ancestor``'s constituent that holds ``word`` (``ancestor`` itself for its own leaf)."""
+        while word != ancestor and heads[word] != ancestor:
+            word = heads[word]
+        return word
+
     out: list[float] = []
     for i in range(n - 1):
         if roots[i] != roots[i + 1]:
@@ -165,7 +231,8 @@ def dependency_to_distance(heads: Sequence[int]) -> list[float]:
             b = heads[b]
         while a != b:
             a, b = heads[a], heads[b]
-        out.append(height[a])
+        left, right = sorted(child_order[a][child_holding(w, a)] for w in (i, i + 1))
+        out.append(gaps[a][left if binarize != "left" else right - 1])
     return out
 
 

@@ -34,9 +34,14 @@ _CJK = (
     "\u2e80-\u2fdf\u3001-\u303f\u3040-\u30ff\u3190-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
     "\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003134f"
 )
+# what Python's `\s` matches, spelled out so that the `tokenizers` (Oniguruma) regex matches the same
+_WHITESPACE = "\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
 _CJK_CHAR = re.compile(f"[{_CJK}]")
-_SPACE_NEXT_TO_CJK = re.compile(f"(?<=[{_CJK}])\\s+|\\s+(?=[{_CJK}])")
-_SPACE_BETWEEN_CJK = re.compile(f"[{_CJK}]\\s+[{_CJK}]")
+SPACE_NEXT_TO_CJK = f"(?<=[{_CJK}])[{_WHITESPACE}]+|[{_WHITESPACE}]+(?=[{_CJK}])"
+"""The regex of the whitespace `despace_cjk` removes; a saved tokenizer's normalizer removes it too
+(`hf_syntax_mt.tokenization.add_cjk_despacing`), so the same pattern serves Python and `tokenizers`."""
+_SPACE_NEXT_TO_CJK = re.compile(SPACE_NEXT_TO_CJK)
+_SPACE_BETWEEN_CJK = re.compile(f"[{_CJK}][{_WHITESPACE}]+[{_CJK}]")
 
 
 def despace_cjk(text: str) -> str:
@@ -94,6 +99,7 @@ def detect_source_spacing(texts: Iterable[str], min_cjk_fraction: float = 0.1) -
 
 __all__ = [
     "SOURCE_SPACINGS",
+    "SPACE_NEXT_TO_CJK",
     "apply_source_spacing",
     "despace_cjk",
     "despace_cjk_positions",
