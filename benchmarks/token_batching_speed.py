@@ -80,7 +80,8 @@ def main(argv=None):
     lengths = pair_lengths(source_lengths, target_lengths)
 
     epochs = {"fixed": fixed_batches(len(lengths), args.batch_size, seed=1),
-              "token_budget": TokenBudgetBatchSampler(lengths, budget, seed=1).epoch_batches(0)}
+              "token_budget": TokenBudgetBatchSampler(lengths, budget, seed=1,
+                                                    secondary_lengths=source_lengths).epoch_batches(0)}
     result = {"recipe": recipe["name"], "pairs": len(lengths), "budget": budget, "batch_size": args.batch_size,
               "device": device_description("cpu"), "threads": args.threads, "bf16": bf16, "batchings": {}}
     for name, batches in epochs.items():
@@ -88,7 +89,7 @@ def main(argv=None):
         result["batchings"][name] = {
             "batches_per_epoch": len(batches), "real_tokens_per_epoch": real,
             "padding_share": round(1 - real / padded, 4),
-            "padding_share_pair_max": round(padding_share(lengths, batches), 4),  # what the budget counts
+            "padding_share_of_budget": round(padding_share(lengths, batches), 4),  # max(src, tgt) x pairs
             "pairs_per_batch_mean": round(len(lengths) / len(batches), 1),
         }
 

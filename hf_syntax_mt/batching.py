@@ -10,7 +10,8 @@ its longest pair,
 A pair longer than the budget on its own gets a batch of its own: nothing is dropped.
 
 Training (`shuffle=True`): every epoch a permutation seeded by (seed, epoch) breaks ties, a stable sort by
-length puts similar lengths together, batches are filled greedily in that order, and the batch order is
+length (then by the source length, `secondary_lengths`, so that each side is padded little, not only the
+longer one) puts similar pairs together, batches are filled greedily in that order, and the batch order is
 shuffled with the same generator. The batch boundaries depend only on the sorted lengths, so every epoch
 has the same number of batches (the learning-rate schedule counts updates as usual), and the batches of an
 epoch are a function of (seed, epoch) alone: a resumed run skips into the very batches it stopped in.
@@ -76,11 +77,12 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         shuffle: training order (length-sorted batches in a seeded random order, new each epoch) if True;
             consecutive pairs in corpus order if False.
         seed: the seed of the training order; epoch e uses (seed, e).
+        secondary_lengths: a second sort key for pairs of one length (the source lengths), optional.
         num_replicas, rank: data-parallel processes and this process's index (training only).
     """
 
     def __init__(self, lengths: Sequence[int], max_tokens: int, *, shuffle: bool = True, seed: int = 0,
-                 num_replicas: int = 1, rank: int = 0):
+                 num_replicas: int = 1, rank: int = 0, secondary_lengths: Optional[Sequence[int]] = None):
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             raise ValueError(f"max_tokens_per_batch={max_tokens!r}: expected a positive number of tokens")
         if num_replicas < 1 or not 0 <= rank < num_replicas:
@@ -90,14 +92,17 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         if not shuffle and num_replicas > 1:
             raise ValueError("corpus-order batches (shuffle=False) are for one process; evaluation under data "
                              "parallelism uses the Trainer's own sharded batches")
+        if secondary_lengths is not None and len(secondary_lengths) != len(lengths):
+            raise ValueError(f"{len(lengths)} lengths but {len(secondary_lengths)} secondary lengths")
         self.lengths = list(lengths)
+        self.sort_keys = list(zip(self.lengths, secondary_lengths)) if secondary_lengths is not None else self.lengths
         self.max_tokens = max_tokens
         self.shuffle = shuffle
         self.seed = seed
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch = 0
-        count = len(fill_batches(sorted(range(len(self.lengths)), key=self.lengths.__getitem__), self.lengths,
+        count = len(fill_batches(sorted(range(len(self.lengths)), key=self.sort_keys.__getitem__), self.lengths,
                                  max_tokens) if shuffle else fill_batches(range(len(self.lengths)), self.lengths, max_tokens))
         self._batches_per_process = -(-count // num_replicas)
         self.oversized = sum(length > max_tokens for length in self.lengths)
@@ -113,7 +118,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         generator = random.Random(f"{self.seed}-{epoch}")
         order = list(range(len(self.lengths)))
         generator.shuffle(order)  # ties between equal lengths broken at random, differently each epoch
-        order.sort(key=self.lengths.__getitem__)  # stable
+        order.sort(key=self.sort_keys.__getitem__)  # stable
         batches = fill_batches(order, self.lengths, self.max_tokens)
         generator.shuffle(batches)
         return batches

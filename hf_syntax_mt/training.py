@@ -176,8 +176,9 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
         budget = getattr(self.args, "max_tokens_per_batch", None)
         if budget is None or self.train_dataset is None:
             return super().get_train_dataloader()
+        sources, targets = dataset_lengths(self.train_dataset)
         sampler = TokenBudgetBatchSampler(
-            dataset_pair_lengths(self.train_dataset), budget, shuffle=True,
+            pair_lengths(sources, targets), budget, shuffle=True, secondary_lengths=sources,
             seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
             num_replicas=self.args.world_size, rank=self.args.process_index,
         )
@@ -203,7 +204,7 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
         budget = getattr(self.args, "eval_max_tokens_per_batch", None)
         if budget is None or dataset is None or not hasattr(dataset, "__len__") or self.args.world_size > 1:
             return None
-        sampler = TokenBudgetBatchSampler(dataset_pair_lengths(dataset), budget, shuffle=False)
+        sampler = TokenBudgetBatchSampler(pair_lengths(*dataset_lengths(dataset)), budget, shuffle=False)
         return self._token_budget_dataloader(dataset, description, sampler, is_training=False)
 
     def _token_budget_dataloader(self, dataset, description: str, batch_sampler, *, is_training: bool):
@@ -294,14 +295,14 @@ def syntax_parameter_groups(model, decay_parameter_names, weight_decay: float, l
     return groups
 
 
-def dataset_pair_lengths(dataset) -> list[int]:
-    """max(source, target) subwords of every row of a features dataset (`input_ids`, and `labels` when present),
-    the lengths token-budget batches are filled by."""
+def dataset_lengths(dataset) -> tuple[list[int], Optional[list[int]]]:
+    """(source, target) subwords of every row of a features dataset (`input_ids`, and `labels` when present,
+    else None): what token-budget batches are filled by."""
     names = getattr(dataset, "column_names", None) or list(dataset[0])
     if "input_ids" not in names:
         raise ValueError("token-budget batches need an 'input_ids' column to measure the pairs")
     targets = [len(ids) for ids in dataset["labels"]] if "labels" in names else None
-    return pair_lengths([len(ids) for ids in dataset["input_ids"]], targets)
+    return [len(ids) for ids in dataset["input_ids"]], targets
 
 
 def bleu_metric_fn(tokenizer, bleu_tokenize: str = "13a"):

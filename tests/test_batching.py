@@ -9,7 +9,7 @@ import torch
 from training_helpers import scratch_dir, tiny_args
 
 from hf_syntax_mt.batching import TokenBudgetBatchSampler, fill_batches, pair_lengths, padding_share
-from hf_syntax_mt.training import SyntaxMTTrainingArguments, dataset_pair_lengths, train
+from hf_syntax_mt.training import SyntaxMTTrainingArguments, dataset_lengths, train
 
 
 def naive_batches(order, lengths, budget):
@@ -51,6 +51,24 @@ def test_sorting_by_length_removes_most_padding():
     sampler = TokenBudgetBatchSampler(lengths, 2048, seed=3)
     fixed = [list(range(i, min(i + 64, 2000))) for i in range(0, 2000, 64)]
     assert padding_share(lengths, sampler.epoch_batches(0)) < 0.05 < 0.3 < padding_share(lengths, fixed)
+
+
+def test_the_secondary_sort_key_pads_the_other_side_less_with_the_same_batch_count():
+    rng = random.Random(6)
+    sources = [rng.randint(1, 60) for _ in range(3000)]
+    targets = [max(1, s + rng.randint(-20, 20)) for s in sources]
+    lengths = pair_lengths(sources, targets)
+
+    def per_side_padding(batches):
+        real = sum(sources) + sum(targets)
+        return 1 - real / sum(len(b) * (max(sources[i] for i in b) + max(targets[i] for i in b)) for b in batches)
+
+    plain = TokenBudgetBatchSampler(lengths, 1024, seed=1)
+    by_source = TokenBudgetBatchSampler(lengths, 1024, seed=1, secondary_lengths=sources)
+    assert len(plain) == len(by_source)  # the boundaries depend on the sorted pair lengths only
+    assert per_side_padding(by_source.epoch_batches(0)) < per_side_padding(plain.epoch_batches(0))
+    with pytest.raises(ValueError, match="3000 lengths but 2 secondary lengths"):
+        TokenBudgetBatchSampler(lengths, 1024, secondary_lengths=[1, 2])
 
 
 def test_training_order_is_seeded_per_epoch_and_the_batch_count_is_fixed():
@@ -112,10 +130,11 @@ BUDGET = dict(max_tokens_per_batch=120, eval_strategy="no", load_best_model_at_e
 def test_trainer_trains_on_token_budget_batches_and_predicts_in_corpus_order():
     result = train(*tiny_args(scratch_dir("budget"), "transformer_dep_rel", max_steps=3, **BUDGET))
     trainer, data = result.trainer, result.datasets
-    lengths = dataset_pair_lengths(data["train"])
-    assert lengths == [max(len(s), len(t)) for s, t in zip(data["train"]["input_ids"], data["train"]["labels"])]
+    sources, targets = dataset_lengths(data["train"])
+    assert sources == [len(s) for s in data["train"]["input_ids"]] and targets == [len(t) for t in data["train"]["labels"]]
     loader = trainer.get_train_dataloader()
-    expected = TokenBudgetBatchSampler(lengths, 120, seed=trainer.args.seed).epoch_batches(0)
+    expected = TokenBudgetBatchSampler(pair_lengths(sources, targets), 120, seed=trainer.args.seed,
+                                       secondary_lengths=sources).epoch_batches(0)
     assert len(loader) == len(expected) > 48 * 12 // 120  # fewer pairs a batch than 16: the budget decides
     for batch, indices in zip(loader, expected):
         assert batch["input_ids"].shape[0] == len(indices)
