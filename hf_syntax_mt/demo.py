@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import io
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Optional, Sequence
@@ -35,6 +36,23 @@ DEMO_MODEL = dict(
     decoder_ffn_dim=256,
     dropout=0.1,
 )
+
+
+def _progress_callback(preset: str, stream):
+    """A `TrainerCallback` printing one line at each training log (step, loss, seconds) to `stream`, so the
+    demo shows its progress by default while the Trainer's own log dicts stay hidden."""
+    from transformers import TrainerCallback
+
+    class DemoProgress(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.start = time.time()
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if logs and "loss" in logs:
+                print(f"  {preset}: step {state.global_step}/{state.max_steps}  loss {float(logs['loss']):.3f}  "
+                      f"({time.time() - self.start:.0f} s)", file=stream, flush=True)
+
+    return DemoProgress()
 
 
 def run_demo(
@@ -99,12 +117,15 @@ def run_demo(
         training_args = SyntaxMTTrainingArguments(
             output_dir=str(run_dir), max_steps=max_steps, per_device_train_batch_size=batch_size,
             per_device_eval_batch_size=100, learning_rate=learning_rate, warmup_steps=warmup_steps,
-            eval_strategy="no", save_strategy="no", load_best_model_at_end=False, logging_steps=300,
+            eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
+            logging_steps=max(1, max_steps // 6),
             seed=seed, use_cpu=True, disable_tqdm=not verbose, dataloader_num_workers=0, overwrite_output_dir=True,
         )
         t0 = time.time()
+        print(f"training {preset} ({max_steps} steps)", flush=True)
+        progress = _progress_callback(preset, sys.stdout)  # the stream before the redirect below
         with contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO()):  # the Trainer's log dicts
-            result = train(model_args, data_args, training_args, tokenizer=tokenizer,
+            result = train(model_args, data_args, training_args, tokenizer=tokenizer, callbacks=[progress],
                            command=f"hf-syntax-mt demo (preset {preset})")
         tokenizer = result.trainer.processing_class  # one shared tokenizer for a fair comparison
         results[preset] = {

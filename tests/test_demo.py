@@ -18,7 +18,11 @@ def test_demo_rerun_follows_new_corpus_settings(capsys):
     # the second run trained its own tokenizer on the new corpus instead of reusing the first one's
     assert (out / "transformer_abs" / "tokenizer.json").read_text() != tokenizer_before
     assert set(first) == set(second) == {"transformer_abs"} and second["transformer_abs"]["bleu"] is not None
-    assert "16 train" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "16 train" in printed
+    # progress by default: one line per training log (here every step), then the scores
+    progress = [line for line in printed.splitlines() if line.startswith("  transformer_abs: step ")]
+    assert [line.split()[2] for line in progress] == ["1/2", "2/2"] * 2 and all("loss " in line for line in progress)
 
 
 def test_demo_shows_where_the_presets_differ_without_log_dicts(capsys):
