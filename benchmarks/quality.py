@@ -77,7 +77,7 @@ from typing import Optional
 
 from quality_lib.carry import carry_command
 from quality_lib.recipes import REPO
-from quality_lib.runner import blind_command, parse_command, run
+from quality_lib.runner import RunInterrupted, blind_command, parse_command, run
 from quality_lib.summary import RESULTS_MD, summary
 
 DEFAULT_RUNS = Path(os.environ.get("HF_SYNTAX_MT_RUNS", REPO / "runs" / "quality"))  # gitignored
@@ -135,7 +135,11 @@ def main(argv: Optional[list[str]] = None):
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                         handlers=[logging.StreamHandler(sys.stdout)], force=True)
     if args.command_name == "run":
-        return run(args)
+        try:
+            return run(args)
+        except RunInterrupted as interrupted:
+            logging.getLogger("quality").warning("%s", interrupted)
+            raise SystemExit(128 + interrupted.signal_number) from None
     if args.command_name == "parse":
         return parse_command(args)
     if args.command_name == "blind":

@@ -1049,3 +1049,37 @@ def test_summary_reports_selected_and_averaged_models(tune_setup):
     # the training curves are labeled with the split they were measured on: tune for the new runs, dev for the old
     assert "Greedy tune BLEU at each evaluation" in text and "Greedy dev BLEU at each evaluation" in text
     (results / "transformer_abs" / "seed3.json").unlink()
+
+
+def test_an_interrupted_run_writes_no_result_and_resumes(setup, monkeypatch):
+    """SIGINT during a run (here sent at step 2 from a callback) saves a checkpoint; the runner writes no result
+    file for the partial run and exits 130; the same command then resumes it from that checkpoint."""
+    import os
+    import signal
+
+    from transformers import TrainerCallback
+
+    import hf_syntax_mt.training
+
+    root, data, recipe_path, common = setup
+    real_train = hf_syntax_mt.training.train
+
+    class SendInterrupt(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+
+    def train_interrupted(*args, callbacks=None, **kwargs):
+        return real_train(*args, callbacks=[*(callbacks or []), SendInterrupt()], **kwargs)
+
+    monkeypatch.setattr(hf_syntax_mt.training, "train", train_interrupted)
+    command = ["run", *common, "--presets", "transformer_abs@wide", "--seeds", "5", "--max-steps", "4"]
+    with pytest.raises(SystemExit) as stop:
+        quality.main(command)
+    assert stop.value.code == 130
+    result_path, run_dir = runner.run_paths(root / "results", root / "runs", recipes.load_recipe(recipe_path),
+                                            "transformer_abs@wide", 5)
+    assert not result_path.exists() and (run_dir / "checkpoint-2").is_dir()
+    monkeypatch.setattr(hf_syntax_mt.training, "train", real_train)
+    (run,) = quality.main(command)
+    assert run["resumed_from_step"] == 2 and run["steps"] == 4 and result_path.is_file()

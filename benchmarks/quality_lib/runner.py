@@ -310,6 +310,16 @@ def warn_if_eval_order_differs(trainer_bleu: Optional[float], direct_bleu: float
                        "order", trainer_bleu, direct_bleu)
 
 
+class RunInterrupted(Exception):
+    """A run stopped by SIGINT / SIGTERM after saving a checkpoint (`hf_syntax_mt.interrupt`): the runner writes
+    no result for it and stops; the same command resumes it."""
+
+    def __init__(self, signal_number: int, preset: str, seed: int, run_dir: Path):
+        super().__init__(f"{preset} seed {seed} interrupted: checkpoint saved in {run_dir}; rerun the same command "
+                         "to resume")
+        self.signal_number = signal_number
+
+
 def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     """Train one (preset, seed) with the recipe, then translate dev with the final beam."""
     import torch
@@ -340,6 +350,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     result = train(model_args, data_args, training_args, tokenizer=tokenizer, annotator=annotator,
                    target_annotator=target_annotator, raw_datasets=corpus.raw_datasets(),
                    callbacks=early_stopping_callbacks(recipe), command=command)
+    if result.interrupted_by is not None:  # Ctrl-C / SIGTERM: a checkpoint was saved; no result for a partial run
+        raise RunInterrupted(result.interrupted_by, preset, seed, run_dir)
     trainer, metrics = result.trainer, result.metrics
     model = trainer.model.float()
     state = trainer.state
