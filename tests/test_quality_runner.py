@@ -1083,3 +1083,21 @@ def test_an_interrupted_run_writes_no_result_and_resumes(setup, monkeypatch):
     monkeypatch.setattr(hf_syntax_mt.training, "train", real_train)
     (run,) = quality.main(command)
     assert run["resumed_from_step"] == 2 and run["steps"] == 4 and result_path.is_file()
+
+
+def test_train_sample_draws_pairs_at_random_within_the_caps_in_corpus_order():
+    source = [f"s{i} " + "あ" * (i % 50) for i in range(400)]
+    target = [" ".join(["w"] * (1 + i % 30)) for i in range(400)]
+    src, tgt = corpus.sample_pairs(source, target, pairs=100, seed=7, max_source_chars=40, max_target_words=25)
+    assert len(src) == len(tgt) == 100
+    indices = [source.index(s) for s in src]
+    assert indices == sorted(indices) and [target[i] for i in indices] == tgt  # corpus order, pairs kept together
+    assert all(len(source[i]) <= 40 and len(target[i].split()) <= 25 for i in indices)
+    assert corpus.sample_pairs(source, target, pairs=100, seed=7, max_source_chars=40, max_target_words=25) == (src, tgt)
+    other, _ = corpus.sample_pairs(source, target, pairs=100, seed=8, max_source_chars=40, max_target_words=25)
+    assert other != src
+    # a random draw, not the first pairs: the sample spreads over the whole corpus
+    assert indices[0] < 40 and indices[-1] > 360
+    kept = sum(len(s) <= 40 and len(t.split()) <= 25 for s, t in zip(source, target))
+    with pytest.raises(ValueError, match=f"{kept + 1} pairs asked, but the training set has {kept} within the caps"):
+        corpus.sample_pairs(source, target, pairs=kept + 1, seed=1, max_source_chars=40, max_target_words=25)
