@@ -8,7 +8,9 @@ pairs, source characters, target words, source / target subwords (mean, median, 
 max) and the lines longer than the recipe's max_source_length / max_target_length (they would be cut).
 With a source parser: `alignment_report` on dev (the share of the parser's words that get no subword of
 their own, whose dependents are re-attached, and of subwords that cross a word boundary).
-Writes `benchmarks/results/<recipe>/corpus_stats.json` and prints it.
+Also every dev source's length in subwords without </s> (`dev_source_subwords`, for the summary's
+`length_buckets`).
+Writes `benchmarks/results/<recipe>/corpus_stats.json` and prints it (without that list).
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ def main(argv=None):
         if split in recipe["data"]:
             sources, targets = read_pair(*(resolve(recipe, p) for p in recipe["data"][split]))
             stats["splits"][split] = split_stats(corpus.prepare_sources(sources), targets, tokenizer, recipe)
+    dev_sources = corpus.texts["dev"][0]
+    stats["dev_source_subwords"] = [len(ids) for ids in tokenizer(dev_sources, add_special_tokens=False)["input_ids"]]
     blind = corpus.blind_sources()
     if blind is not None:
         stats["splits"]["test (blind, source only)"] = split_stats(blind[1], None, tokenizer, recipe)
@@ -74,7 +78,7 @@ def main(argv=None):
     path = args.results_dir / recipe["name"] / "corpus_stats.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(stats, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(json.dumps(stats, indent=1, ensure_ascii=False))
+    print(json.dumps({k: v for k, v in stats.items() if k != "dev_source_subwords"}, indent=1, ensure_ascii=False))
 
 
 if __name__ == "__main__":

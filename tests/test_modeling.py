@@ -18,7 +18,13 @@ from hf_syntax_mt import (
     dependency_relation_ids,
     labeled_relation_names,
 )
-from hf_syntax_mt.modeling_syntax_mt import NO_RELATION, SyntaxMTEncoderLayer, _walk_to_roots, relative_position_ids
+from hf_syntax_mt.modeling_syntax_mt import (
+    NO_RELATION,
+    SyntaxMTEncoderLayer,
+    _walk_to_roots,
+    relation_pairs,
+    relative_position_ids,
+)
 
 from model_helpers import ALL_PRESETS, EXAMPLE_HEADS, random_batch, syntax_kwargs, tiny_config
 
@@ -226,11 +232,11 @@ def test_efficient_relative_attention_equals_naive_reference(variant):
         if variant.endswith("forest"):  # row 0 holds two sentences (roots 1 and 5)
             heads[0, :8] = torch.tensor([1, 1, 1, 2, 3, 5, 5, 6])
         dependency_ids, _ = dependency_relation_ids(heads, config.dependency_relations, config.max_dependency_distance)
-        dependency = dependency_ids  # the model's path: bucket factorisation for the depth scheme
+        dependency = relation_pairs(dependency_ids)  # the model's path: bucket factorisation for the depth scheme
         if config.dependency_relations == "depth":
             dependency = dependency_depth_buckets(heads, config.max_dependency_distance)
 
-    terms = layer.relations.terms(relative_ids if config.relative_positions else None, dependency)
+    terms = layer.relations.terms(dependency)
     efficient, _, _ = layer.self_attn(hidden, padding_mask=padding_mask, relation_terms=terms)
     explicit, _, _ = layer.self_attn(hidden, padding_mask=padding_mask, relation_terms=terms, need_weights=True)
     assert torch.allclose(efficient, explicit, atol=1e-5, rtol=1e-5)  # fused (SDPA) path == explicit path
@@ -264,8 +270,8 @@ def test_efficient_attention_never_materialises_pairwise_vectors(preset):
     if config.dependency_relations == "depth":
         dependency = dependency_depth_buckets(batch["source_heads"], 2)
     else:
-        dependency, _ = dependency_relation_ids(batch["source_heads"], "labeled", 2)
-    terms = layer.relations.terms(relative_position_ids(length, length, 2), dependency)
+        dependency = relation_pairs(dependency_relation_ids(batch["source_heads"], "labeled", 2)[0])
+    terms = layer.relations.terms(dependency)
     largest = []
     from torch.utils._python_dispatch import TorchDispatchMode
 

@@ -1101,3 +1101,41 @@ def test_train_sample_draws_pairs_at_random_within_the_caps_in_corpus_order():
     kept = sum(len(s) <= 40 and len(t.split()) <= 25 for s, t in zip(source, target))
     with pytest.raises(ValueError, match=f"{kept + 1} pairs asked, but the training set has {kept} within the caps"):
         corpus.sample_pairs(source, target, pairs=kept + 1, seed=1, max_source_chars=40, max_target_words=25)
+
+
+def test_summary_by_length_buckets_against_a_naive_count(setup):
+    """A recipe's `length_buckets`: dev BLEU per bucket of source subwords (from corpus_stats.json) and Δ vs abs,
+    equal to sacrebleu on the hypotheses of that bucket, mean over seeds."""
+    root, data, recipe_path, common = setup
+    quality.main(["run", *common, "--seeds", "1,2", "--max-steps", "4"])  # if not yet
+    recipe = recipes.load_recipe(recipe_path)
+    recipe["length_buckets"] = [8, 10]
+    sources = (data / "dev.src").read_text().splitlines()
+    lengths = [len(s.split()) for s in sources]  # stand-in subword counts
+    stats_dir = root / "results" / recipe["name"]
+    (stats_dir / "corpus_stats.json").write_text(json.dumps({"dev_source_subwords": lengths}))
+    runs, by_preset = summary.load_runs(recipe, root / "results")
+    by_preset = {p: by_preset[p] for p in ("transformer_abs", COMBO)}
+    stats = summary.dev_statistics(recipe, by_preset, len(sources))
+    lines = summary.length_bucket_lines(recipe, root / "results", list(by_preset), by_preset, stats, len(sources),
+                                        root / "charts")
+    buckets = summary.length_buckets(lengths, [8, 10])
+    assert {label for label, _ in buckets} <= {"≤8", "9–10", ">10"} and len(buckets) >= 2
+    assert sorted(i for _, idx in buckets for i in idx) == list(range(len(sources)))
+    assert all((lengths[i] <= 8) == (label == "≤8") for label, idx in buckets for i in idx)
+    refs = (data / "dev.tgt").read_text().splitlines()
+    table = [line for line in lines if line.startswith("| transformer_abs |") or line.startswith(f"| {COMBO} |")]
+    assert len(table) == 2
+    for line, preset in zip(table, ("transformer_abs", COMBO)):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        for k, (label, idx) in enumerate(buckets):
+            naive = np.mean([sacrebleu.corpus_bleu([(REPO / r["dev"]["hypotheses"]).read_text().splitlines()[i]
+                                                     for i in idx], [[refs[i] for i in idx]]).score
+                             for r in by_preset[preset]])
+            assert float(cells[1 + 2 * k]) == pytest.approx(naive, abs=0.01)
+    assert (root / "charts" / f"quality_{recipe['name']}_length.png").is_file()
+    with pytest.raises(ValueError, match="length_buckets"):
+        bad = json.loads(recipe_path.read_text())
+        bad["length_buckets"] = [10, 5]
+        (root / "bad.json").write_text(json.dumps(bad))
+        recipes.load_recipe(root / "bad.json")

@@ -44,6 +44,11 @@ def load_recipe(path) -> dict:
         raise ValueError(f"recipe {path}: comparisons are [system, baseline] pairs of run names")
     for name in dict.fromkeys(named + list(recipe.get("variants", {})) + compared):
         run_config(recipe, name)
+    buckets = recipe.get("length_buckets")
+    if buckets is not None and not (isinstance(buckets, list) and buckets and all(isinstance(e, int) and e > 0 for e in buckets)
+                                    and buckets == sorted(set(buckets))):
+        raise ValueError(f"recipe {path}: length_buckets={buckets!r}; expected increasing positive subword counts, "
+                         "e.g. [10, 20, 40]")
     train_pairs = recipe.get("train_pairs")
     if train_pairs is not None and not (isinstance(train_pairs, int) and train_pairs > 0):
         raise ValueError(f"recipe {path}: train_pairs={train_pairs!r}; expected a positive number of training pairs")

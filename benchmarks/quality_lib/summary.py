@@ -168,6 +168,7 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     lines += comparison_lines(recipe, stats, compare)
     sources = read_lines(resolve(recipe, recipe["data"]["dev"][0]))[:dev_limit]
     lines += length_thirds_lines(order, stats, sources, tokenize)
+    lines += length_bucket_lines(recipe, results_dir, order, by_preset, stats, dev_limit, chart_dir)
     lines += data_size_lines(recipe, results_dir, chart_dir)
     lines += learning_curve_lines(order, by_preset)
     parsing = [p for p in order if any(r.get("dev_parse_head_accuracy") for r in by_preset[p])]
@@ -316,6 +317,81 @@ def length_thirds_lines(order: list[str], stats: dict, sources: list[str], token
             cells += [f"{bleu:.2f}", _fmt_test(test)]
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     return lines
+
+
+def length_buckets(lengths: Sequence[int], edges: Sequence[int]) -> list[tuple[str, np.ndarray]]:
+    """(label, sentence indices) of the buckets ≤e_1, e_1+1–e_2, …, >e_last of `lengths`; empty buckets dropped."""
+    lengths = np.asarray(lengths)
+    bounds = [0, *edges, None]
+    out = []
+    for low, high in zip(bounds[:-1], bounds[1:]):
+        idx = np.flatnonzero((lengths > low) & (lengths <= high if high is not None else True))
+        label = f"≤{high}" if low == 0 else f"{low + 1}–{high}" if high is not None else f">{low}"
+        if len(idx):
+            out.append((label, idx))
+    return out
+
+
+def length_bucket_lines(recipe: dict, results_dir: Path, order: list[str], by_preset: dict, stats: dict,
+                        dev_limit: int, chart_dir: Path) -> list[str]:
+    """Where in the sentence, by a recipe's `length_buckets` (source subwords of the recipe's tokenizer, as
+    `benchmarks/corpus_stats.py` records them for dev): dev BLEU per bucket and Δ vs abs [95% CI] from the paired
+    bootstrap on that bucket, on the averaged models' hypotheses where every run of both presets has them (the
+    models the conclusions use), else on the selected checkpoints'; and a chart of the Δs."""
+    edges = recipe.get("length_buckets")
+    stats_file = Path(results_dir) / recipe["name"] / "corpus_stats.json"
+    if not edges or not stats_file.is_file():
+        return []
+    lengths = json.loads(stats_file.read_text())["dev_source_subwords"][:dev_limit]
+    averaged = all(r.get("dev_averaged") for rs in by_preset.values() for r in rs)
+    if averaged:
+        refs = read_lines(resolve(recipe, recipe["data"]["dev"][1]))[:dev_limit]
+        stats = {p: {r["seed"]: bleu_statistics(read_lines(REPO / r["dev_averaged"]["hypotheses"]), refs,
+                                                recipe["bleu_tokenize"]) for r in rs} for p, rs in by_preset.items()}
+    buckets = length_buckets(lengths, edges)
+    tokenize = recipe["bleu_tokenize"]
+    lines = ["", f"Where in the sentence, by source length in subwords (the recipe's tokenizer): dev BLEU of the "
+             f"{'averaged models' if averaged else 'selected checkpoints'} (mean over seeds) per bucket, and Δ vs abs "
+             "[95% CI], p from the paired bootstrap on that bucket (seeds both have run):", "",
+             "| preset | " + " | ".join(f"{label} ({len(idx)}) | Δ vs abs" for label, idx in buckets) + " |",
+             "|---|" + "---|---|" * len(buckets)]
+    deltas = {}
+    for p in order:
+        cells = []
+        for label, idx in buckets:
+            bleu = np.mean([bleu_from_statistics(seed_stats[idx].sum(0), tokenize) for seed_stats in stats[p].values()])
+            test = compare_runs(stats, p, BASELINE, tokenize, idx) if p != BASELINE else None
+            if test:
+                deltas.setdefault(p, []).append((label, test))
+            cells += [f"{bleu:.2f}", _fmt_test(test)]
+        lines.append(f"| {p} | " + " | ".join(cells) + " |")
+    if deltas:
+        chart = plot_length_chart(recipe, deltas, chart_dir)
+        lines += ["", f"![Δ dev BLEU vs abs by source length]({os.path.relpath(chart, RESULTS_MD.parent)})"]
+    return lines
+
+
+def plot_length_chart(recipe: dict, deltas: dict[str, list[tuple[str, dict]]], chart_dir: Path) -> Path:
+    """Δ dev BLEU vs abs per length bucket, one marker series per preset, 95% CI as error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.0, 3.8))
+    labels = [label for label, _ in next(iter(deltas.values()))]
+    width = 0.8 / len(deltas)
+    for k, (p, tests) in enumerate(deltas.items()):
+        xs = [labels.index(label) - 0.4 + width * (k + 0.5) for label, _ in tests]
+        ys = [t["delta"] for _, t in tests]
+        errors = [[t["delta"] - t["ci95"][0] for _, t in tests], [t["ci95"][1] - t["delta"] for _, t in tests]]
+        ax.errorbar(xs, ys, yerr=errors, fmt="o", capsize=3, label=p.replace("transformer_", ""))
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xticks(range(len(labels)), [f"{label} subwords" for label in labels], fontsize=8)
+    ax.set_ylabel("Δ dev BLEU vs abs (95% CI)")
+    ax.set_title(f"{recipe['name']}: where in the sentence the syntax pays", fontsize=9)
+    ax.legend(fontsize=7, ncol=2)
+    return save_chart(fig, chart_dir / f"quality_{recipe['name']}_length.png")
 
 
 def subset_recipes(recipe: dict) -> list[dict]:
