@@ -398,7 +398,8 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--pretrained", type=Path, default=None,
                         help="fine-tune this Marian checkpoint instead of pretraining one (default: "
-                             "results/marian_finetune/pretrained when it holds a model, else pretrain into the runs dir)")
+                             "<results-dir>/pretrained, else results/marian_finetune/pretrained, when it holds a model; "
+                             "else pretrain into the runs dir)")
     parser.add_argument("--smoke", action="store_true", help="tiny model, 400 pairs, a few steps: checks the pipeline")
     parser.add_argument("--runs-dir", type=Path, default=None, help="checkpoints, parses, features (gitignored)")
     parser.add_argument("--results-dir", type=Path, default=None)
@@ -406,8 +407,9 @@ def main(argv=None) -> None:
     name = "marian_finetune_smoke" if args.smoke else "marian_finetune"
     args.runs_dir = (args.runs_dir or quality.DEFAULT_RUNS.parent / name).resolve()
     args.results_dir = (args.results_dir or (args.runs_dir / "results" if args.smoke else DEFAULT_RESULTS)).resolve()
-    if args.pretrained is None and not args.smoke and (args.results_dir / "pretrained" / "model.safetensors").is_file():
-        args.pretrained = args.results_dir / "pretrained"  # the checkpoint a session pretrained and committed
+    if args.pretrained is None and not args.smoke:  # the checkpoint a session pretrained and committed
+        args.pretrained = next((d / "pretrained" for d in (args.results_dir, DEFAULT_RESULTS)
+                                if (d / "pretrained" / "model.safetensors").is_file()), None)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if args.command in ("run", "step0"):
         run(args)
