@@ -1,12 +1,14 @@
 """Training throughput, peak memory, decoding time and raw-text pipeline throughput of every preset,
 relative to `transformer_abs` and to a same-size `MarianMTModel`, measured in one run of this script.
 
-    python benchmarks/speed.py [--lengths 32 64 128 256] [--batch-size 16] [--rounds 5]
-        [--presets transformer_abs transformer_rel ...] [--pipeline-text FILE --pipeline-parser ja_ginza]
+    python benchmarks/speed.py [--lengths 32 64 128 256] [--memory-lengths ...] [--batch-size 16 | --tokens-per-batch 2048]
+        [--rounds 5] [--threads 2] [--presets transformer_abs transformer_rel ...]
+        [--parts memory,time,decode,pipeline,long_decode] [--pipeline-text FILE --pipeline-parser ja_ginza]
         [--output benchmarks/results/speed.json]
 
 Size as the issue-6 recipe (d_model 256, 3+3 layers, 4 heads, ffn 1024, vocab 8000), 2 threads,
-source length n, target length n, random dependency trees and distances as syntax features.
+source length n, target length n, random dependency trees and distances as syntax features; a batch
+of `--batch-size` sentences, or of `--tokens-per-batch` // n sentences (the same tokens at every n).
 
 - Time: every system is built in ONE process and timed in interleaved rounds (one AdamW step of
   each system per round, the order rotating), so that the machine's drift hits all systems
@@ -16,6 +18,12 @@ source length n, target length n, random dependency trees and distances as synta
   freed tensors return to the OS and the peak resident set of a step (VmHWM after resetting it
   through /proc/self/clear_refs, minus the resident set before the step) is its peak memory.
 - Decoding: beam 4 (and greedy), 32 sentences × 30 new tokens, interleaved like training.
+- Long-sentence decoding (`long_decode`, not a default part): beam-4 translation of the first
+  `--long-sentences` lines of KFTT dev (`--long-source`, tokenized by `--long-tokenizer`), batches of
+  `--long-batch-size` sentences sorted by source length, random trees and distances of the right
+  lengths as syntax features; each batch generates exactly as many tokens as its longest reference
+  (`--long-reference`) has (min_new_tokens = max_new_tokens), so every system decodes the same number
+  of steps. Interleaved like training; sentences/s.
 - Pipeline: raw sentences → translations through `pipeline("syntax-translation")` (beam 4, 20 new
   tokens, batch 32), with the time spent in the parser measured separately; presets that need no
   parser at inference (abs, DBSA, and `<preset>@self`, the preset with its own parse module, SPEC §9,
@@ -179,17 +187,16 @@ def _interleaved(functions, rounds):
     return times
 
 
-def measure_memory(system, lengths, batch_size, size):
+def measure_memory(system, lengths, batch_size, size, tokens_per_batch=None):
     """Peak memory of one training step at every length (runs alone in a subprocess)."""
     import torch
 
-    torch.set_num_threads(2)
     model, config = _build(system, size)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     memory = {}
     for length in lengths:
-        step = _training_step(model, optimizer, _batch(config, batch_size, length))
+        step = _training_step(model, optimizer, _batch(config, _batch_size(length, batch_size, tokens_per_batch), length))
         step()  # warm-up, creates the optimizer state
         _reset_peak_memory()  # VmHWM := VmRSS; the kernel syncs RSS counters lazily, so a tiny
         before = _memory_kb("VmRSS")  # step can still read a few pages below 0
@@ -198,24 +205,37 @@ def measure_memory(system, lengths, batch_size, size):
     return memory
 
 
-def measure_time(systems, lengths, batch_size, rounds, size):
-    """Interleaved training-step and decoding times of all systems (one process)."""
+def _batch_size(length, batch_size, tokens_per_batch):
+    return max(1, tokens_per_batch // length) if tokens_per_batch else batch_size
+
+
+def measure_time(systems, lengths, batch_size, rounds, size, tokens_per_batch=None):
+    """Interleaved training-step times of all systems (one process)."""
     import torch
 
-    torch.set_num_threads(2)
     built = {system: _build(system, size) for system in systems}
     train = {system: {} for system in systems}
     for length in lengths:
         steps = {}
+        sentences = _batch_size(length, batch_size, tokens_per_batch)
         for system, (model, config) in built.items():
             model.train()
-            steps[system] = _training_step(model, torch.optim.AdamW(model.parameters(), lr=1e-4), _batch(config, batch_size, length))
+            steps[system] = _training_step(model, torch.optim.AdamW(model.parameters(), lr=1e-4), _batch(config, sentences, length))
             steps[system]()  # warm-up
         times = _interleaved(steps, rounds)
         for system in systems:
-            train[system][length] = {"step_s": times[system], "tokens": 2 * batch_size * length}
+            train[system][length] = {"step_s": times[system], "tokens": 2 * sentences * length}
         print(f"timed n={length}", file=sys.stderr, flush=True)
 
+    decode = {system: {} for system in systems}
+    return {"train": train}
+
+
+def measure_decode(systems, rounds, size):
+    """Interleaved beam-4 and greedy decoding times of all systems (one process): 32 sentences × 30 new tokens."""
+    import torch
+
+    built = {system: _build(system, size) for system in systems}
     decode = {system: {} for system in systems}
     with torch.no_grad():
         for beams in (1, 4):
@@ -229,7 +249,70 @@ def measure_time(systems, lengths, batch_size, rounds, size):
                 calls[system]()  # warm-up
             for system, seconds in _interleaved(calls, max(2, rounds // 2)).items():
                 decode[system][f"beam{beams}_s"] = seconds
-    return {"train": train, "decode": decode}
+    return decode
+
+
+def _long_batches(size, source, reference, tokenizer_path, sentences, batch_size):
+    """Token ids of the first `sentences` lines of `source` in batches sorted by length, each with the number of
+    tokens to generate (its longest reference's length) and random syntax features of the right lengths."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from hf_syntax_mt.synthetic import random_dependency_tree
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    if len(tokenizer) > size["vocab_size"]:
+        raise ValueError(f"{tokenizer_path} has {len(tokenizer)} tokens; the model has {size['vocab_size']}")
+    sources = Path(source).read_text(encoding="utf-8").splitlines()[:sentences]
+    references = Path(reference).read_text(encoding="utf-8").splitlines()[:sentences]
+    source_ids = [tokenizer(line)["input_ids"] for line in sources]
+    target_lengths = [len(tokenizer(line)["input_ids"]) for line in references]
+    order = sorted(range(len(source_ids)), key=lambda i: len(source_ids[i]))
+    rng, generator, batches = random.Random(0), torch.Generator().manual_seed(0), []
+    for start in range(0, len(order), batch_size):
+        rows = order[start : start + batch_size]
+        width = max(len(source_ids[i]) for i in rows)
+        input_ids = torch.full((len(rows), width), tokenizer.pad_token_id)
+        attention_mask = torch.zeros_like(input_ids)
+        heads = torch.full_like(input_ids, -100)
+        distances = torch.full((len(rows), width), 2000.0)
+        for row, i in enumerate(rows):
+            length = len(source_ids[i])
+            input_ids[row, :length] = torch.tensor(source_ids[i])
+            attention_mask[row, :length] = 1
+            heads[row, : length - 1] = torch.tensor(random_dependency_tree(length - 1, rng))
+            distances[row, : length - 2] = torch.randint(1, 8, (max(length - 2, 0),), generator=generator).float()
+        features = dict(input_ids=input_ids, attention_mask=attention_mask, source_heads=heads, source_distances=distances)
+        batches.append((features, max(target_lengths[i] for i in rows)))
+    return batches
+
+
+def measure_long_decode(systems, rounds, size, source, reference, tokenizer_path, sentences, batch_size):
+    """Interleaved beam-4 translation of long real sentences (see the module doc) by all systems (one process)."""
+    import torch
+
+    batches = _long_batches(size, source, reference, tokenizer_path, sentences, batch_size)
+
+    def translate(model, config, selected=batches, new_tokens=None):
+        names = {"input_ids", "attention_mask"}
+        names |= {"source_heads"} if getattr(config, "needs_source_heads", False) else set()
+        names |= {"source_distances"} if getattr(config, "needs_source_distances", False) else set()
+        with torch.no_grad():
+            for features, batch_tokens in selected:
+                tokens = new_tokens or batch_tokens
+                model.generate(**{k: v for k, v in features.items() if k in names}, num_beams=4,
+                               max_new_tokens=tokens, min_new_tokens=tokens)
+
+    calls = {}
+    for system in systems:
+        model, config = _build(system, size)
+        model.eval()
+        translate(model, config, batches[:1], new_tokens=2)  # warm-up
+        calls[system] = lambda model=model, config=config: translate(model, config)
+    times = _interleaved(calls, rounds)
+    generated = sum(features["input_ids"].shape[0] * new_tokens for features, new_tokens in batches)
+    return {system: {"sentences": sum(f["input_ids"].shape[0] for f, _ in batches), "generated_tokens": generated,
+                     "total_s": times[system]} for system in systems}
 
 
 def _pipeline_annotator(parser):
@@ -270,7 +353,6 @@ def measure_pipeline(systems, texts, parser, rounds, size, batch_size=32, new_to
 
     from hf_syntax_mt import train_joint_bpe_tokenizer
 
-    torch.set_num_threads(2)
     tokenizer = train_joint_bpe_tokenizer(texts, vocab_size=size["vocab_size"])
     annotator = _pipeline_annotator(parser)
     timers, calls = {}, {}
@@ -302,31 +384,34 @@ def _ratio(numerator, denominator):
     return f"{numerator / denominator:.2f}" if denominator else "n/a"
 
 
-def format_tables(results, lengths, presets):
-    """Markdown tables: training tokens/s and memory, decoding, pipeline (see module doc); a system missing
-    from a part's results (added after that part was last measured) has no row there."""
+def format_tables(results, lengths, presets, memory_lengths=None):
+    """Markdown tables: training step time and memory, decoding, pipeline, long-sentence decoding (see module doc);
+    a system missing from a part's results (added after that part was last measured) has no row there."""
     train, memory = results["time"]["train"], results["memory"]
+    memory_lengths = memory_lengths or lengths
     systems = [MARIAN] + presets
-    header = ["| system | " + " | ".join(f"n={n} tokens/s ×abs / ×Marian" for n in lengths)
-              + " | " + " | ".join(f"n={n} memory ×abs / ×Marian" for n in lengths) + " |",
-              "|---|" + "---|" * (2 * len(lengths))]
+    header = ["| system | " + " | ".join(f"n={n} step time ×abs / ×Marian" for n in lengths)
+              + " | " + " | ".join(f"n={n} memory ×abs / ×Marian" for n in memory_lengths) + " |",
+              "|---|" + "---|" * (len(lengths) + len(memory_lengths))]
     rows = []
     for system in systems:
         if system not in train or system not in memory:  # not measured in the run that made the JSON
             continue
         speed_cells = [
-            f"{_median_ratio(train[BASELINE][n]['step_s'], train[system][n]['step_s']):.2f} / "
-            f"{_median_ratio(train[MARIAN][n]['step_s'], train[system][n]['step_s']):.2f}"
+            f"{_median_ratio(train[system][n]['step_s'], train[BASELINE][n]['step_s']):.2f} / "
+            f"{_median_ratio(train[system][n]['step_s'], train[MARIAN][n]['step_s']):.2f}"
+            if all(n in train[s] for s in (system, BASELINE, MARIAN)) else "–"
             for n in lengths
         ]
-        memory_cells = [f"{_ratio(memory[system][n], memory[BASELINE][n])} / {_ratio(memory[system][n], memory[MARIAN][n])}" for n in lengths]
+        memory_cells = [f"{_ratio(memory[system][n], memory[BASELINE][n])} / {_ratio(memory[system][n], memory[MARIAN][n])}"
+                        if all(n in memory[s] for s in (system, BASELINE, MARIAN)) else "–" for n in memory_lengths]
         rows.append(f"| {system} | " + " | ".join(speed_cells + memory_cells) + " |")
     absolute = ["", "Absolute figures of the baselines (medians):"]
     for system in (MARIAN, BASELINE):
         absolute.append(f"- {system}: " + ", ".join(
             f"n={n}: {train[system][n]['tokens'] / statistics.median(train[system][n]['step_s']):,.0f} tokens/s "
-            f"({statistics.median(train[system][n]['step_s']) * 1000:.0f} ms/step), {memory[system][n]:.0f} MB"
-            for n in lengths))
+            f"({statistics.median(train[system][n]['step_s']) * 1000:.0f} ms/step)" for n in lengths if n in train[system])
+            + "; peak memory " + ", ".join(f"n={n}: {memory[system][n]:.0f} MB" for n in memory_lengths if n in memory[system]))
 
     decode = results["time"]["decode"]
     decode_lines = ["", "| system | beam-4 decode time ×Marian | ×abs | greedy ×Marian | beam-4 s (median) |", "|---|---|---|---|---|"]
@@ -341,6 +426,18 @@ def format_tables(results, lengths, presets):
         )
 
     lines = header + rows + absolute + decode_lines
+    long_decode = results.get("long_decode")
+    if long_decode:
+        lines += ["", "| system | long-sentence beam-4 sentences/s | ×abs | ×Marian |", "|---|---|---|---|"]
+        for system in systems:
+            if system not in long_decode:
+                continue
+            d = long_decode[system]
+            lines.append(
+                f"| {system} | {d['sentences'] / statistics.median(d['total_s']):.2f} | "
+                f"{_median_ratio(long_decode[BASELINE]['total_s'], d['total_s']):.2f} | "
+                f"{_median_ratio(long_decode[MARIAN]['total_s'], d['total_s']):.2f} |"
+            )
     pipeline = results.get("pipeline")
     if pipeline:
         lines += ["", "| system | pipeline sentences/s | ×abs | parser s / model s per call | parser share |", "|---|---|---|---|---|"]
@@ -394,11 +491,37 @@ def _describe_size(size):
             f"{size['encoder_attention_heads']} heads, ffn {size['encoder_ffn_dim']}, vocab {size['vocab_size']}")
 
 
+def _cpu_name():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def _merge(old, new):
+    """Per-system, per-length results of a part: the new lengths replace the old ones, the others stay."""
+    merged = {system: _int_keys(lengths) for system, lengths in (old or {}).items()}
+    for system, lengths in new.items():
+        merged.setdefault(system, {}).update(_int_keys(lengths))
+    return merged
+
+
+DEFAULT_PARTS = "memory,time,decode,pipeline"
+KFTT = SHARED / "data" / "kftt"
+DEFAULT_LONG_TOKENIZER = next(iter(sorted((REPO.parent / "runs" / "quality" / "kftt.ja-en").glob("tokenizer-*"))), None)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 64, 128, 256])
+    parser.add_argument("--memory-lengths", type=int, nargs="+", default=None, help="default: --lengths")
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--tokens-per-batch", type=int, default=None, help="batch of this // n sentences at length n")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads of every worker")
     parser.add_argument("--presets", nargs="+", default=DEFAULT_PRESETS)
     parser.add_argument("--size", default=None, help="model size overrides, key=value,... (tests)")
     parser.add_argument("--pipeline-text", default=str(DEFAULT_PIPELINE_TEXT), help="raw sentences, one a line ('' to skip)")
@@ -406,75 +529,115 @@ def main(argv=None):
     parser.add_argument("--pipeline-despace", action=argparse.BooleanOptionalAction, default=None,
                         help="remove spaces from the text (default: on for the default ja text)")
     parser.add_argument("--pipeline-parser", default="ja_ginza", help="spaCy pipeline name or a .conllu file")
-    parser.add_argument("--parts", default="memory,time,pipeline",
-                        help="what to measure ('none': only rewrite the tables); the other parts are read from the --output JSON")
+    parser.add_argument("--long-source", default=str(KFTT / "dev.ja"))
+    parser.add_argument("--long-reference", default=str(KFTT / "dev.en"))
+    parser.add_argument("--long-tokenizer", default=str(DEFAULT_LONG_TOKENIZER or ""))
+    parser.add_argument("--long-sentences", type=int, default=200)
+    parser.add_argument("--long-batch-size", type=int, default=32)
+    parser.add_argument("--parts", default=DEFAULT_PARTS,
+                        help="what to measure, of memory,time,decode,pipeline,long_decode ('none': only rewrite the "
+                             "tables); the other parts (and other lengths of memory and time) are read from --output")
+    parser.add_argument("--note", default="", help="a sentence on the conditions, written with the tables")
     parser.add_argument("--output", default="benchmarks/results/speed.json")
     parser.add_argument("--results-md", default="model_cards/RESULTS.md", help="write the tables there ('' to skip)")
-    parser.add_argument("--worker", choices=["memory", "time", "pipeline"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["memory", "time", "decode", "pipeline", "long_decode"], help=argparse.SUPPRESS)
     parser.add_argument("--system", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     size = _parse_size(args.size)
     presets = list(dict.fromkeys([BASELINE] + args.presets))
-
-    if args.worker == "memory":
-        print(json.dumps(measure_memory(args.system, args.lengths, args.batch_size, size)))
-        return None
-    if args.worker == "time":
-        print(json.dumps(measure_time([MARIAN] + presets, args.lengths, args.batch_size, args.rounds, size)))
-        return None
+    memory_lengths = args.memory_lengths or args.lengths
     texts, despace = None, False
     if args.pipeline_text and Path(args.pipeline_text).exists():
         lines = Path(args.pipeline_text).read_text(encoding="utf-8").splitlines()[: args.pipeline_sentences]
         despace = args.pipeline_despace if args.pipeline_despace is not None else Path(args.pipeline_text) == DEFAULT_PIPELINE_TEXT
         texts = [line.replace(" ", "") if despace else line for line in lines]
-    if args.worker == "pipeline":
-        print(json.dumps(measure_pipeline(presets, texts, args.pipeline_parser, max(3, args.rounds // 2), size)))
+
+    if args.worker:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        systems = [MARIAN] + presets
+        work = {
+            "memory": lambda: measure_memory(args.system, memory_lengths, args.batch_size, size, args.tokens_per_batch),
+            "time": lambda: measure_time(systems, args.lengths, args.batch_size, args.rounds, size, args.tokens_per_batch),
+            "decode": lambda: measure_decode(systems, args.rounds, size),
+            "pipeline": lambda: measure_pipeline(presets, texts, args.pipeline_parser, max(3, args.rounds // 2), size),
+            "long_decode": lambda: measure_long_decode(systems, args.rounds, size, args.long_source, args.long_reference,
+                                                       args.long_tokenizer, args.long_sentences, args.long_batch_size),
+        }
+        print(json.dumps(work[args.worker]()))
         return None
 
     base = [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])]
     parts = set(args.parts.split(",")) - {"none"}
     command = "python benchmarks/speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
     results = {}
-    if parts != {"memory", "time", "pipeline"}:  # the other parts come from the previous run's JSON
+    if not parts >= set(DEFAULT_PARTS.split(",")):  # the other parts come from the previous run's JSON
         results = json.loads(Path(args.output).read_text())["results"]
-        results["memory"] = {system: _int_keys(memory) for system, memory in results["memory"].items()}
-        results["time"]["train"] = {system: _int_keys(times) for system, times in results["time"]["train"].items()}
+        results["memory"] = _merge(results["memory"], {})
+        results["time"]["train"] = _merge(results["time"]["train"], {})
     if "memory" in parts:
-        results["memory"] = {}
         for system in [MARIAN] + presets:
             command_line = base + ["--worker", "memory", "--system", system]
-            results["memory"][system] = _int_keys(_worker_output(command_line, _worker_environment("memory")))
+            measured = {system: _worker_output(command_line, _worker_environment("memory"))}
+            results["memory"] = _merge(results.get("memory"), measured)
             print(f"memory measured: {system}", file=sys.stderr, flush=True)
     if "time" in parts:
-        results["time"] = _worker_output(base + ["--worker", "time"], _worker_environment("time"))
-        results["time"]["train"] = {system: _int_keys(times) for system, times in results["time"]["train"].items()}
+        train = _worker_output(base + ["--worker", "time"], _worker_environment("time"))["train"]
+        results.setdefault("time", {})["train"] = _merge(results.get("time", {}).get("train"), train)
+    if "decode" in parts:
+        results.setdefault("time", {})["decode"] = _worker_output(base + ["--worker", "decode"], _worker_environment("time"))
     if "pipeline" in parts and texts:
         results["pipeline"] = _worker_output(base + ["--worker", "pipeline"], _worker_environment("pipeline"))
     elif "pipeline" in parts:
         print(f"pipeline skipped: no text at {args.pipeline_text!r}", file=sys.stderr)
+    if "long_decode" in parts:
+        results["long_decode"] = _worker_output(base + ["--worker", "long_decode"], _worker_environment("time"))
 
-    results["commands"] = {**results.get("commands", {}), **{part: command.strip() for part in parts}}
-    tables = format_tables(results, args.lengths, presets)
-    print(f"batch {args.batch_size} sentences, source = target length n, {args.rounds} interleaved rounds, 2 threads\n")
+    commands = results.get("commands", {})
+    for part in parts:  # memory and time keep the commands of the lengths measured earlier
+        previous = commands.get(part, []) if part in ("memory", "time") else []
+        previous = [previous] if isinstance(previous, str) else previous
+        commands[part] = list(dict.fromkeys(previous + [command.strip()]))
+    results["commands"] = commands
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    settings = {k: v for k, v in vars(args).items() if k not in ("worker", "system")} | {"size": size}
+    output.write_text(json.dumps({"settings": settings, "results": results}, indent=1))  # the tables below
+    tables = format_tables(results, args.lengths, presets, memory_lengths)
+    batch = f"{args.tokens_per_batch} tokens per batch" if args.tokens_per_batch else f"batch {args.batch_size} sentences"
+    print(f"{batch}, source = target length n, {args.rounds} interleaved rounds, {args.threads} threads\n")
     print(tables)
     if args.results_md:
-        commands = "; ".join(f"{part}: `{results['commands'][part]}`" for part in ("memory", "time", "pipeline")
-                             if part in results["commands"])
+        listed = []
+        for part in ("memory", "time", "decode", "pipeline", "long_decode"):
+            part_commands = commands.get(part)
+            if part_commands:
+                part_commands = [part_commands] if isinstance(part_commands, str) else part_commands
+                listed.append(f"{part}: " + ", ".join(f"`{c}`" for c in part_commands))
+        batch_text = (f"a batch of {args.tokens_per_batch} // n sentences (the same tokens at every n)" if args.tokens_per_batch
+                      else f"a batch of {args.batch_size} sentences")
+        long_text = ""
+        if "long_decode" in results:
+            first = next(iter(results["long_decode"].values()))
+            long_text = (f" Long-sentence decoding: the first {first['sentences']} lines of "
+                         f"`{os.path.relpath(args.long_source, REPO)}` tokenized by the KFTT recipe's tokenizer, beam 4, batches of "
+                         f"{args.long_batch_size} sorted by source length, each generating exactly the subword length of "
+                         f"its longest reference ({first['generated_tokens']:,} tokens in all), random trees and distances "
+                         "of the right lengths, untrained models.")
         write_section(args.results_md, "speed", "\n".join([
             "## Speed and memory", "",
-            f"Generated on {time.strftime('%Y-%m-%d')} by {commands} (2 CPU threads); raw figures in "
+            f"Generated on {time.strftime('%Y-%m-%d')} by {'; '.join(listed)} ({args.threads} CPU thread{'s' if args.threads != 1 else ''}, {_cpu_name()}). "
+            f"{args.note + ' ' if args.note else ''}Raw figures in "
             f"`{args.output}`. Model of the issue-6 recipe size ({_describe_size(size)}); training: one AdamW step "
-            f"on a batch of {args.batch_size} sentences with source = target length n, timed in {args.rounds} "
-            "interleaved rounds in one process (cells: median over rounds of the ratio to `transformer_abs` / to a "
-            "same-size `MarianMTModel`; tokens/s ratios, so > 1 is faster; step time ×abs = 1 / the first figure); "
+            f"on {batch_text} with source = target length n, timed in {args.rounds} "
+            "interleaved rounds in one process (cells: median over rounds of the step time's ratio to `transformer_abs` / "
+            "to a same-size `MarianMTModel`, so < 1 is faster); "
             "memory: peak resident set of one step above the set before it, each system alone in a subprocess "
             "(ratio < 1 uses less). Decoding: 32 sentences × 30 new tokens. Pipeline: "
             f"{len(texts or [])} raw sentences of `{os.path.relpath(args.pipeline_text, REPO)}`"
             f"{' (spaces removed)' if texts and despace else ''} parsed by `{args.pipeline_parser}`, untrained "
-            "models, beam 4, 20 new tokens, batch 32.", "", tables]))
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    settings = {k: v for k, v in vars(args).items() if k not in ("worker", "system")} | {"size": size}
+            f"models, beam 4, 20 new tokens, batch 32.{long_text}", "", tables]))
     output.write_text(json.dumps({"settings": settings, "results": results, "tables": tables}, indent=1))
     return results
 

@@ -304,15 +304,38 @@ class RelationTable(nn.Module):
         self.value = nn.Parameter(torch.zeros(num_relations, head_dim))
 
 
+class RelationPairs(NamedTuple):
+    """The token pairs (i, j) of each row b that have a relation id r (not NO_RELATION), as four (P,) LongTensors."""
+
+    batch: torch.Tensor
+    query: torch.Tensor
+    key: torch.Tensor
+    relation: torch.Tensor
+
+
+def relation_pairs(ids):
+    """`RelationPairs` of relation ids (B, n, n): the labeled scheme relates few pairs (self, siblings, ancestors
+    within k), so its terms cost O(pairs) instead of O(n²)."""
+    batch, query, key = (ids != NO_RELATION).nonzero(as_tuple=True)
+    return RelationPairs(batch, query, key, ids[batch, query, key])
+
+
+@dataclass
+class RelativePositionTerm:
+    """Shaw relative positions: id(i, j) = clip(j - (past + i), k) + k with past = key length - query length
+    (the KV cache's), a banded Toeplitz structure (`relative_position_sums`); key_table/value_table: (2k+1, d_k)
+    or None when that term is off."""
+
+    key_table: torch.Tensor | None
+    value_table: torch.Tensor | None
+
+
 @dataclass
 class RelationTerm:
-    """Relation ids of one relation type and the (possibly W_rel-transformed) tables to use.
+    """Labeled relation ids of the pairs that have one (`RelationPairs`; the other pairs get the zero vector) and
+    the (possibly W_rel-transformed) tables to use, (V, d_k) or None when that term is off."""
 
-    ids: (q, k) shared over the batch (relative positions) or (B, q, k) (dependency relations),
-    NO_RELATION for the zero vector; key_table/value_table: (V, d_k) or None when that term is off.
-    """
-
-    ids: torch.Tensor
+    pairs: RelationPairs
     key_table: torch.Tensor | None
     value_table: torch.Tensor | None
 
@@ -330,18 +353,18 @@ class BucketRelationTerm:
 
 
 def relation_key_logits(query, ids, key_table):
-    """Key term q_i · w^K_{ids_ij} for every pair, without building (…, n, n, d_k): gather of q·w^K.
+    """Key term q_i · w^K_{ids_im} for every query and key bucket m: gather of q·w^K.
 
-    query: (B, H, q, d_k); ids: (q, k) or (B, q, k) -> (B, H, q, k).
+    query: (B, H, q, d_k); ids: (B, q, M) -> (B, H, q, M).
     """
     per_relation = F.pad(query @ key_table.transpose(0, 1), (0, 1))  # the last column is the zero vector
     return per_relation.gather(-1, _expanded_ids(ids, per_relation))
 
 
 def relation_value_output(weights, ids, value_table):
-    """Value term Σ_j w_ij r^V_{ids_ij}: the weights summed per relation id, times the value table.
+    """Value term Σ_m w_im r^V_{ids_im}: the weights summed per relation id, times the value table.
 
-    weights: (B, H, q, k) (attention probabilities, or their mass per key bucket) -> (B, H, q, d_k).
+    weights: (B, H, q, M) (the attention mass per key bucket) -> (B, H, q, d_k).
     """
     num_relations = value_table.shape[0]
     expanded = _expanded_ids(ids, weights, num_relations)
@@ -351,11 +374,176 @@ def relation_value_output(weights, ids, value_table):
 
 def _expanded_ids(ids, like, num_relations=None):
     num_relations = like.shape[-1] - 1 if num_relations is None else num_relations
-    ids = torch.where(ids == NO_RELATION, num_relations, ids)
-    if ids.dim() == 3:
-        ids = ids.unsqueeze(1)
-    batch, heads, queries = like.shape[:3]
-    return ids.expand(batch, heads, queries, ids.shape[-1])
+    ids = torch.where(ids == NO_RELATION, num_relations, ids).unsqueeze(1)
+    return ids.expand(*like.shape[:3], ids.shape[-1])
+
+
+def _relative_diagonals(query_length, key_length, max_relative_position, past_length):
+    """(d, first query row, rows) of each diagonal j - (past + i) = d, -k < d < k, within the (q, k) pairs."""
+    diagonals = []
+    for distance in range(1 - max_relative_position, max_relative_position):
+        offset = past_length + distance
+        first = max(0, -offset)
+        rows = min(query_length - first, key_length - max(0, offset))
+        if rows > 0:
+            diagonals.append((distance, first, rows))
+    return diagonals
+
+
+def _at_or_after(query_length, key_length, offset, like):
+    """1.0 where key j >= query i + offset, else 0.0: (q, k) in `like`'s dtype."""
+    queries = torch.arange(query_length, device=like.device)[:, None]
+    keys = torch.arange(key_length, device=like.device)[None, :]
+    return (keys >= queries + offset).to(like.dtype)
+
+
+def relative_position_expand(per_relation, key_length, past_length, out=None):
+    """T[..., i, j] = per_relation[..., i, clip(j - past - i, k) + k] for per_relation (…, q, 2k+1) without an id
+    tensor: the tails (d <= -k, d >= k) as the row constant plus one multiply-add with the step 1[j >= past + i],
+    the 2k - 1 central diagonals by in-place additions. Added to `out` (…, q, k) in place if given."""
+    query_length, width = per_relation.shape[-2:]
+    max_relative_position = (width - 1) // 2
+    lower, upper = per_relation[..., :1], per_relation[..., -1:]
+    step = _at_or_after(query_length, key_length, past_length, per_relation)
+    if out is None:
+        out = lower.expand(*per_relation.shape[:-1], key_length).clone()
+    else:
+        out.add_(lower)
+    out.addcmul_(upper - lower, step)
+    for distance, first, rows in _relative_diagonals(query_length, key_length, max_relative_position, past_length):
+        base = lower if distance < 0 else upper
+        correction = per_relation[..., distance + max_relative_position, None] - base
+        out.diagonal(past_length + distance, -2, -1).add_(correction[..., first : first + rows, 0])
+    return out
+
+
+def relative_position_sums(weights, max_relative_position, past_length, blocks=4):
+    """M[..., i, r] = Σ_j weights[..., i, j] over the keys j with clip(j - past - i, k) + k = r, (…, q, 2k+1):
+    the central diagonals read off, each tail summed over `blocks` row blocks (full columns plus a triangle),
+    so nothing of size (…, q, k) is allocated."""
+    query_length, key_length = weights.shape[-2:]
+    block = max(32, -(-query_length // blocks))
+    k = max_relative_position
+    sums = weights.new_zeros(*weights.shape[:-1], 2 * k + 1)
+    for distance, first, rows in _relative_diagonals(query_length, key_length, k, past_length):
+        sums[..., first : first + rows, distance + k] = weights.diagonal(past_length + distance, -2, -1)
+    for start in range(0, query_length, block):
+        end = min(start + block, query_length)
+        rows = weights[..., start:end, :]
+        # lower tail j <= past + i - k: columns < past + start - k + 1 for every row, a triangle after them
+        full, last = max(0, past_length + start - k + 1), min(key_length, max(0, past_length + end - k))
+        lower = rows[..., :full].sum(-1)
+        if last > full:
+            triangle = 1.0 - _at_or_after(end - start, last - full, past_length + start - k + 1 - full, rows)
+            lower = lower + (rows[..., full:last] * triangle).sum(-1)
+        # upper tail j >= past + i + k: columns >= past + end - 1 + k for every row, a triangle before them
+        first, full = min(key_length, past_length + start + k), min(key_length, past_length + end - 1 + k)
+        upper = rows[..., full:].sum(-1)
+        if full > first:
+            triangle = _at_or_after(end - start, full - first, past_length + start + k - first, rows)
+            upper = upper + (rows[..., first:full] * triangle).sum(-1)
+        sums[..., start:end, 0] = lower
+        sums[..., start:end, 2 * k] = upper
+    return sums
+
+
+class _RelativePositionKeyLogits(torch.autograd.Function):
+    """scores += q_i · w^K_{clip(j - i, k)} in place, from per_relation = q·w^K (…, q, 2k+1); backward: the
+    scores' gradient summed per relative position (`relative_position_sums`)."""
+
+    @staticmethod
+    def forward(ctx, scores, per_relation, past_length):
+        ctx.past_length, ctx.max_relative_position = past_length, (per_relation.shape[-1] - 1) // 2
+        ctx.mark_dirty(scores)
+        return relative_position_expand(per_relation, scores.shape[-1], past_length, out=scores)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, relative_position_sums(grad, ctx.max_relative_position, ctx.past_length), None
+
+
+def _pair_index(pairs, num_heads, column):
+    """Index of the given pairs in every head: (batch, head, query, column) broadcasting to (P, H)."""
+    heads = torch.arange(num_heads, device=column.device)
+    return pairs.batch[:, None], heads, pairs.query[:, None], column[:, None]
+
+
+class _PairKeyLogits(torch.autograd.Function):
+    """scores[b, h, i, j] += (q·w^K)[b, h, i, r] in place for the `RelationPairs` (b, i, j, r); backward: the
+    scores' gradient at the pairs summed per relation id."""
+
+    @staticmethod
+    def forward(ctx, scores, per_relation, batch, query, key, relation):
+        pairs = RelationPairs(batch, query, key, relation)
+        ctx.save_for_backward(batch, query, key, relation)
+        ctx.shape = per_relation.shape
+        ctx.mark_dirty(scores)
+        values = per_relation[_pair_index(pairs, scores.shape[1], relation)]
+        return scores.index_put_(_pair_index(pairs, scores.shape[1], key), values, accumulate=True)
+
+    @staticmethod
+    def backward(ctx, grad):
+        pairs = RelationPairs(*ctx.saved_tensors)
+        heads = ctx.shape[1]
+        grad_per_relation = grad.new_zeros(ctx.shape).index_put_(
+            _pair_index(pairs, heads, pairs.relation), grad[_pair_index(pairs, heads, pairs.key)], accumulate=True
+        )
+        return grad, grad_per_relation, None, None, None, None
+
+
+def add_relation_key_logits_(scores, scaled_query, term):
+    """scores += q_i · r^K_ij of a `RelativePositionTerm` or `RelationTerm`, in place (scores: (B, H, q, k))."""
+    per_relation = scaled_query @ term.key_table.transpose(0, 1)
+    if isinstance(term, RelativePositionTerm):
+        return _RelativePositionKeyLogits.apply(scores, per_relation, scores.shape[-1] - scores.shape[-2])
+    return _PairKeyLogits.apply(scores, per_relation, *term.pairs)
+
+
+def _relation_sums(weights, term):
+    """The weights (B, H, q, k) summed per relation id of a `RelativePositionTerm` or `RelationTerm`: (B, H, q, V)."""
+    if isinstance(term, RelativePositionTerm):
+        max_relative_position = (term.value_table.shape[0] - 1) // 2
+        return relative_position_sums(weights, max_relative_position, weights.shape[-1] - weights.shape[-2])
+    pairs, heads = term.pairs, weights.shape[1]
+    return weights.new_zeros(*weights.shape[:-1], term.value_table.shape[0]).index_put_(
+        _pair_index(pairs, heads, pairs.relation), weights[_pair_index(pairs, heads, pairs.key)], accumulate=True
+    )
+
+
+def _add_relation_expand_(out, per_relation, term):
+    """out[b, h, i, j] += per_relation[b, h, i, id(i, j)] in place (the adjoint of `_relation_sums`)."""
+    if isinstance(term, RelativePositionTerm):
+        return relative_position_expand(per_relation, out.shape[-1], out.shape[-1] - out.shape[-2], out=out)
+    pairs, heads = term.pairs, out.shape[1]
+    values = per_relation[_pair_index(pairs, heads, pairs.relation)]
+    return out.index_put_(_pair_index(pairs, heads, pairs.key), values, accumulate=True)
+
+
+class _RelationAttentionOutput(torch.autograd.Function):
+    """(α @ v, Σ_t sums_t(α) @ w^V_t): the head outputs and the value terms of Shaw and labeled relations
+    (`_relation_sums`). The backward adds every term's share of ∂α into the gradient of α @ v in place, so the
+    value terms allocate nothing of size (B, H, q, k)."""
+
+    @staticmethod
+    def forward(ctx, weights, value, terms, *value_tables):
+        sums = [_relation_sums(weights, term) for term in terms]
+        ctx.terms = terms
+        ctx.save_for_backward(weights, value, *value_tables, *sums)
+        relation_output = sum(term_sums @ table.to(term_sums.dtype) for term_sums, table in zip(sums, value_tables))
+        return weights @ value, relation_output
+
+    @staticmethod
+    def backward(ctx, grad_output, grad_relation):
+        weights, value, *saved = ctx.saved_tensors
+        tables, sums = saved[: len(ctx.terms)], saved[len(ctx.terms) :]
+        grad_weights = grad_output.to(value.dtype) @ value.transpose(-1, -2)
+        grad_value = weights.transpose(-1, -2) @ grad_output.to(weights.dtype)
+        grad_tables = []
+        for term, table, term_sums in zip(ctx.terms, tables, sums):
+            _add_relation_expand_(grad_weights, grad_relation.to(grad_weights.dtype) @ table.to(grad_weights.dtype).T, term)
+            grad = term_sums.flatten(0, -2).transpose(0, 1).to(grad_relation.dtype) @ grad_relation.flatten(0, -2)
+            grad_tables.append(grad.to(table.dtype))
+        return grad_weights, grad_value, None, *grad_tables
 
 
 class SyntaxMTAttention(nn.Module):
@@ -406,19 +594,21 @@ class SyntaxMTAttention(nn.Module):
         need_weights=False,
     ):
         """
-        With `config._attn_implementation == "sdpa"` (the default) and no pair-id relation terms (Shaw,
-        labeled), localized heads, parse head or `need_weights`, this runs through fused
-        `F.scaled_dot_product_attention`; bucket relation terms (relative depth) ride along as extra
-        q/k/v columns. Otherwise (and always with `attn_implementation="eager"`, faster under CPU bf16
-        autocast) the explicit path adds q·w gathered per pair id to the scores and the attention
-        summed per id (scatter-add) times w^V to the output.
+        With `config._attn_implementation == "sdpa"` (the default) and no Shaw or labeled relation terms
+        and no `need_weights`, this runs through fused `F.scaled_dot_product_attention`: bucket relation
+        terms (relative depth) ride along as extra q/k/v columns, localized heads get log G in their
+        additive mask, and only a parse head's softmax is explicit. Otherwise (and always with
+        `attn_implementation="eager"`, faster under CPU bf16 autocast) the explicit path adds the key
+        terms to the (B, H, q, k) scores in place and the attention summed per relation id times w^V to
+        the output: Shaw terms by their banded Toeplitz structure, labeled terms at the related pairs
+        only (the value terms need the probabilities, which fused attention does not expose).
 
         Args:
             hidden_states: (B, q, d) queries (and keys/values for self-attention).
             key_value_states: (B, k, d) encoder states for cross-attention.
             padding_mask: bool (B, k), True where the key is a real token (with a cache: past and new keys).
             causal: mask keys after the query (query i sits at position past_length + i).
-            relation_terms: `RelationTerm`s / `BucketRelationTerm`s added to keys and values.
+            relation_terms: `RelativePositionTerm`s, `RelationTerm`s and `BucketRelationTerm`s.
             localized_log_mask: (B, q, k) log G added to the last `localized_heads` heads.
             need_weights: return the attention probabilities.
         Returns:
@@ -447,48 +637,76 @@ class SyntaxMTAttention(nn.Module):
             future = torch.ones(query_length, key_length, dtype=torch.bool, device=query.device).triu(past_length + 1)
             mask = future[None, None] if mask is None else mask | future
 
-        localized = localized_log_mask is not None and localized_heads > 0
-        pair_terms = [term for term in relation_terms if isinstance(term, RelationTerm)]
+        if localized_log_mask is None or localized_heads == 0:
+            localized_log_mask, localized_heads = None, 0
+        pair_terms = [term for term in relation_terms if not isinstance(term, BucketRelationTerm)]
         bucket_terms = [term for term in relation_terms if isinstance(term, BucketRelationTerm)]
         scaled_query = query * self.scaling
         extended_query, extended_key, extended_value = self._extend_with_buckets(scaled_query, key, value, bucket_terms)
+        batch_size = hidden_states.shape[0]
+        parse_logits = self._parse_logits(query, key, mask) if self.parse_head else None
 
-        fused = self.config._attn_implementation == "sdpa"
-        if fused and not (pair_terms or localized or self.parse_head or need_weights):
-            additive_mask = None
-            if mask is not None:  # additive, as the explicit path: a fully masked row gets uniform weights, not NaN
-                additive_mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device)
-                additive_mask.masked_fill_(mask, torch.finfo(query.dtype).min)
-            output = F.scaled_dot_product_attention(
-                extended_query, extended_key, extended_value, attn_mask=additive_mask,
-                dropout_p=self.dropout if self.training else 0.0, scale=1.0,
-            )
-            return self._finish(output, bucket_terms, (), hidden_states.shape[0]), None, None
+        if self.config._attn_implementation == "sdpa" and not (pair_terms or need_weights):
+            output = self._fused(extended_query, extended_key, extended_value, mask, parse_logits,
+                                 localized_log_mask, localized_heads)
+            return self._finish(output, bucket_terms, (), batch_size), None, parse_logits
 
         scores = extended_query @ extended_key.transpose(-1, -2)
         for term in pair_terms:
             if term.key_table is not None:
-                scores.add_(relation_key_logits(scaled_query, term.ids, term.key_table))
-        if localized:
+                scores = add_relation_key_logits_(scores, scaled_query, term)
+        if localized_heads:
             scores[:, -localized_heads:] += localized_log_mask[:, None]
-        parse_logits = None
-        if self.parse_head:
-            parse_query, parse_key = query[:, 0], key[:, 0]
-            parse_logits = (parse_query @ self.parse_bilinear) @ parse_key.transpose(-1, -2)
-            parse_logits = parse_logits + (parse_key @ self.parse_key_bias)[:, None, :]
+        if parse_logits is not None:
             scores = torch.cat([parse_logits[:, None], scores[:, 1:]], dim=1)
         if mask is not None:
             scores.masked_fill_(mask, torch.finfo(scores.dtype).min)
-            if parse_logits is not None:
-                parse_logits = parse_logits.masked_fill(mask[:, 0], torch.finfo(scores.dtype).min)
-
         probs = scores.softmax(dim=-1)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
-        pair_outputs = [
-            relation_value_output(dropped, term.ids, term.value_table) for term in pair_terms if term.value_table is not None
-        ]
-        output = self._finish(dropped @ extended_value, bucket_terms, pair_outputs, hidden_states.shape[0])
+        value_terms = [term for term in pair_terms if term.value_table is not None]
+        if value_terms:
+            output, relation_output = _RelationAttentionOutput.apply(
+                dropped, extended_value, value_terms, *[term.value_table for term in value_terms]
+            )
+            output = self._finish(output, bucket_terms, [relation_output], batch_size)
+        else:
+            output = self._finish(dropped @ extended_value, bucket_terms, (), batch_size)
         return output, probs, parse_logits
+
+    def _parse_logits(self, query, key, mask):
+        """Bi-affine scores of head 0, s = Q_p U K_p^T + K_p u (unscaled), masked like the attention scores."""
+        parse_query, parse_key = query[:, 0], key[:, 0]
+        parse_logits = (parse_query @ self.parse_bilinear) @ parse_key.transpose(-1, -2)
+        parse_logits = parse_logits + (parse_key @ self.parse_key_bias)[:, None, :]
+        if mask is not None:
+            parse_logits = parse_logits.masked_fill(mask[:, 0], torch.finfo(parse_logits.dtype).min)
+        return parse_logits
+
+    def _fused(self, query, key, value, mask, parse_logits, localized_log_mask, localized_heads):
+        """Fused attention per group of heads: the parse head (explicit softmax of its logits), the plain heads,
+        and the localized heads with log G in their additive mask -> (B, H, q, d_v)."""
+        heads = self.num_heads
+        first = 1 if parse_logits is not None else 0
+        localized_start = max(heads - localized_heads, first) if localized_heads else heads
+        outputs = []
+        if parse_logits is not None:
+            probs = F.dropout(parse_logits.softmax(-1), p=self.dropout, training=self.training)
+            outputs.append((probs @ value[:, 0])[:, None])
+        for start, end, log_mask in ((first, localized_start, None), (localized_start, heads, localized_log_mask)):
+            if start == end:
+                continue
+            additive_mask = None  # additive, as the explicit path: a fully masked row gets uniform weights, not NaN
+            if log_mask is not None:
+                additive_mask = log_mask[:, None].to(query.dtype)
+            if mask is not None:
+                if additive_mask is None:
+                    additive_mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device)
+                additive_mask = additive_mask.masked_fill(mask, torch.finfo(query.dtype).min)
+            outputs.append(F.scaled_dot_product_attention(
+                query[:, start:end], key[:, start:end], value[:, start:end], attn_mask=additive_mask,
+                dropout_p=self.dropout if self.training else 0.0, scale=1.0,
+            ))
+        return torch.cat(outputs, 1) if len(outputs) > 1 else outputs[0]
 
     def _extend_with_buckets(self, scaled_query, key, value, bucket_terms):
         """Append each `BucketRelationTerm`'s columns: query [q·w^K_{R[i, m]}]_m, key O[j] (key term)
@@ -555,14 +773,13 @@ class SyntaxMTRelations(nn.Module):
         projection = self.combine[side].weight[:, half * head_dim : (half + 1) * head_dim]
         return weight @ projection.transpose(0, 1)
 
-    def terms(self, relative_ids=None, dependency=None):
-        """`RelationTerm`s for Shaw ids and labeled ids (B, n, n); a `BucketRelationTerm` for the
-        depth scheme given as `dependency_depth_buckets` output."""
+    def terms(self, dependency=None):
+        """A `RelativePositionTerm` for Shaw positions; a `RelationTerm` for labeled ids given as `RelationPairs`,
+        a `BucketRelationTerm` for the depth scheme given as `dependency_depth_buckets` output."""
         config, terms = self.config, []
         if self.relative is not None:
             terms.append(
-                RelationTerm(
-                    relative_ids,
+                RelativePositionTerm(
                     self._table(self.relative, "key", 0) if config.relative_key_term else None,
                     self._table(self.relative, "value", 0) if config.relative_value_term else None,
                 )
@@ -572,10 +789,10 @@ class SyntaxMTRelations(nn.Module):
                 self._table(self.dependency, "key", 1) if config.dependency_key_term else None,
                 self._table(self.dependency, "value", 1) if config.dependency_value_term else None,
             )
-            if isinstance(dependency, tuple):  # `dependency_depth_buckets`
-                terms.append(BucketRelationTerm(*dependency, *tables))
-            else:
+            if isinstance(dependency, RelationPairs):
                 terms.append(RelationTerm(dependency, *tables))
+            else:  # `dependency_depth_buckets`
+                terms.append(BucketRelationTerm(*dependency, *tables))
         return terms
 
 
@@ -617,10 +834,8 @@ class SyntaxMTEncoderLayer(GradientCheckpointingLayer):
         hidden_states = hidden_states + F.dropout(output, self.dropout, self.training)
         return (hidden_states if pre_ln else layer_norm(hidden_states)), extras
 
-    def forward(
-        self, hidden_states, padding_mask, relative_ids=None, dependency=None, localized_log_mask=None, output_attentions=False
-    ):
-        terms = self.relations.terms(relative_ids, dependency)
+    def forward(self, hidden_states, padding_mask, dependency=None, localized_log_mask=None, output_attentions=False):
+        terms = self.relations.terms(dependency)
         hidden_states, (probs, parse_logits) = self._residual(
             hidden_states,
             self.self_attn_layer_norm,
@@ -664,10 +879,9 @@ class SyntaxMTDecoderLayer(SyntaxMTEncoderLayer):
         encoder_padding_mask,
         padding_mask=None,
         cache=None,
-        relative_ids=None,
         output_attentions=False,
     ):
-        terms = self.relations.terms(relative_ids)
+        terms = self.relations.terms()
         hidden_states, (self_probs, parse_logits) = self._residual(
             hidden_states,
             self.self_attn_layer_norm,
@@ -829,9 +1043,9 @@ class SyntaxMTSourceParser(nn.Module):
         self.arc_bilinear = nn.Parameter(torch.zeros(head_dim, head_dim))
         self.arc_key_bias = nn.Parameter(torch.zeros(head_dim))
 
-    def forward(self, hidden_states, padding_mask, relative_ids=None):
+    def forward(self, hidden_states, padding_mask):
         for layer in self.layers:
-            hidden_states, _, _ = layer(hidden_states, padding_mask, relative_ids)
+            hidden_states, _, _ = layer(hidden_states, padding_mask)
         query = self.arc_query(hidden_states) / math.sqrt(self.arc_bilinear.shape[0])
         key = self.arc_key(hidden_states)
         scores = (query @ self.arc_bilinear) @ key.transpose(-1, -2) + (key @ self.arc_key_bias)[:, None, :]
@@ -923,12 +1137,9 @@ class SyntaxMTEncoder(SyntaxMTStack):
         if attention_mask is None:
             attention_mask = torch.ones(batch_size, length, dtype=torch.long, device=hidden_states.device)
         preset = config.preset or "this configuration"
-        relative_ids = None
-        if config.relative_positions:
-            relative_ids = relative_position_ids(length, length, config.max_relative_position, device=hidden_states.device)
         source_tree_logits = None
         if self.source_parser is not None:
-            source_tree_logits = self.source_parser(hidden_states, attention_mask.bool(), relative_ids)
+            source_tree_logits = self.source_parser(hidden_states, attention_mask.bool())
             own_tree_rate = config.self_parsing_own_tree_rate if self.training else 0.0
             if source_heads is None or own_tree_rate:
                 if input_ids is None:
@@ -953,7 +1164,8 @@ class SyntaxMTEncoder(SyntaxMTStack):
             if config.dependency_relations == "depth":
                 dependency = dependency_depth_buckets(source_heads, config.max_dependency_distance, hidden_states.dtype)
             elif config.dependency_relations is not None:
-                dependency, _ = dependency_relation_ids(source_heads, config.dependency_relations, config.max_dependency_distance)
+                ids, _ = dependency_relation_ids(source_heads, config.dependency_relations, config.max_dependency_distance)
+                dependency = relation_pairs(ids)
             else:
                 _walk_to_roots(source_heads, ancestors=False)  # validates the gold trees of the parse loss
         localized_log_mask = None
@@ -978,7 +1190,7 @@ class SyntaxMTEncoder(SyntaxMTStack):
         for layer in self.layers:
             all_hidden_states.append(hidden_states)
             hidden_states, probs, layer_parse_logits = layer(
-                hidden_states, padding_mask, relative_ids, dependency, localized_log_mask, output_attentions
+                hidden_states, padding_mask, dependency, localized_log_mask, output_attentions
             )
             all_attentions.append(probs)
             if layer_parse_logits is not None:
@@ -1048,11 +1260,6 @@ class SyntaxMTDecoder(SyntaxMTStack):
                     f"{past_length} cached + {length} new tokens: give the mask of all {past_length + length}"
                 )
             padding_mask = attention_mask.bool()
-        relative_ids = None
-        if config.relative_positions:
-            relative_ids = relative_position_ids(
-                length, past_length + length, config.max_relative_position, past_length, device=hidden_states.device
-            )
         encoder_padding_mask = None if encoder_attention_mask is None else encoder_attention_mask.bool()
         all_hidden_states, self_attentions, cross_attentions, parse_logits = [], [], [], None
         for layer in self.layers:
@@ -1063,7 +1270,6 @@ class SyntaxMTDecoder(SyntaxMTStack):
                 encoder_padding_mask,
                 padding_mask=padding_mask,
                 cache=cache,
-                relative_ids=relative_ids,
                 output_attentions=output_attentions,
             )
             self_attentions.append(self_probs)

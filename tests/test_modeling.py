@@ -23,9 +23,12 @@ from hf_syntax_mt.modeling_syntax_mt import (
     SyntaxMTEncoderLayer,
     _walk_to_roots,
     relation_pairs,
+    relative_position_expand,
     relative_position_ids,
+    relative_position_sums,
 )
 
+from hf_syntax_mt.synthetic import random_dependency_tree
 from model_helpers import ALL_PRESETS, EXAMPLE_HEADS, random_batch, syntax_kwargs, tiny_config
 
 # Seed 000, Table 1 (SPEC §3): relative depth depth_j - depth_i for "My father bought a red car ."
@@ -257,6 +260,53 @@ def test_efficient_relative_attention_equals_naive_reference(variant):
         assert torch.allclose(ge, gn, atol=1e-5, rtol=1e-4), name
         compared += 1
     assert compared >= 8  # q/k/v/out projections plus the relation tables
+
+
+@pytest.mark.parametrize("query_length, key_length", [(7, 7), (1, 9), (5, 40), (150, 150), (64, 200)])
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_relative_position_sums_and_expansion_equal_the_id_gather(query_length, key_length, k):
+    """The banded Toeplitz forms of the Shaw terms (diagonals, tails by row blocks) equal a scatter-add and a
+    gather over the (q, k) relative position ids, queries after a cache of key_length - query_length too."""
+    torch.manual_seed(k)
+    past = key_length - query_length
+    ids = relative_position_ids(query_length, key_length, k, past_length=past)
+    weights = torch.randn(2, 3, query_length, key_length, dtype=torch.float64)
+    naive_sums = weights.new_zeros(2, 3, query_length, 2 * k + 1).scatter_add_(-1, ids.expand_as(weights), weights)
+    assert torch.allclose(relative_position_sums(weights, k, past), naive_sums, atol=1e-12)
+    per_relation = torch.randn(2, 3, query_length, 2 * k + 1, dtype=torch.float64)
+    naive_terms = per_relation.gather(-1, ids.expand(2, 3, -1, -1))
+    assert torch.allclose(relative_position_expand(per_relation, key_length, past), naive_terms, atol=1e-12)
+    out = weights.clone()
+    assert torch.allclose(relative_position_expand(per_relation, key_length, past, out=out), weights + naive_terms)
+
+
+@pytest.mark.parametrize("preset", ALL_PRESETS)
+def test_fused_and_explicit_paths_give_the_same_logits_and_gradients(preset):
+    """Every preset with padding, in training mode without dropout: the default path (fused attention where it is
+    exact, Toeplitz Shaw terms, labeled terms at the related pairs) and the explicit one of
+    `attn_implementation="eager"` give the same loss, logits and gradients."""
+    batch = random_batch([9, 6, 12], seed=7)
+    results = []
+    for implementation in ("sdpa", "eager"):
+        torch.manual_seed(0)
+        config = tiny_config(preset, init_std=0.3, attn_implementation=implementation, attention_dropout=0.0,
+                             dropout=0.0, activation_dropout=0.0)
+        model = SyntaxMTForConditionalGeneration(config).train()
+        labels = torch.randint(3, 40, (3, 8))
+        labels[0, 6:] = -100
+        features = syntax_kwargs(config, batch)
+        if config.dbsa_decoder_layer:
+            rng = random.Random(1)
+            features["target_heads"] = torch.tensor([random_dependency_tree(7, rng) + [-100] for _ in range(3)])
+        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels, **features)
+        out.loss.backward()
+        results.append((out.logits, {name: p.grad for name, p in model.named_parameters() if p.grad is not None}))
+    (fused, fused_grads), (explicit, explicit_grads) = results
+    assert torch.allclose(fused, explicit, atol=1e-5)
+    assert fused_grads.keys() == explicit_grads.keys()
+    for name, grad in fused_grads.items():  # within 1e-5 of the gradient's scale (float32 summation order)
+        scale = max(1.0, grad.abs().max().item())
+        assert torch.allclose(grad, explicit_grads[name], atol=1e-5 * scale, rtol=0), name
 
 
 @pytest.mark.parametrize("preset", ["transformer_dep_labeled_rel", "transformer_dep_rel"])

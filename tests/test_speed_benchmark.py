@@ -59,11 +59,14 @@ def test_format_tables_ratios_known_by_construction():
         "pipeline": {"transformer_abs": {"sentences": 10, "total_s": [2.0], "parser_s": 0.0},
                      "transformer_sla": {"sentences": 10, "total_s": [5.0], "parser_s": 1.0}},
     }
+    results["long_decode"] = {s: {"sentences": 8, "generated_tokens": 80, "total_s": [t]}
+                              for s, t in zip(["marian"] + presets, [1.0, 2.0, 4.0])}
     lines = speed.format_tables(results, [8], presets).splitlines()
-    # tokens/s ×abs / ×Marian = inverse step-time ratios; memory ×abs / ×Marian
-    assert "| transformer_sla | 0.50 / 0.25 | 1.50 / 3.00 |" in lines
-    assert "| transformer_abs | 1.00 / 0.50 | 1.00 / 2.00 |" in lines
-    assert "- marian: n=8: 32 tokens/s (1000 ms/step), 10 MB" in lines
+    # step time ×abs / ×Marian; memory ×abs / ×Marian
+    assert "| transformer_sla | 2.00 / 4.00 | 1.50 / 3.00 |" in lines
+    assert "| transformer_abs | 1.00 / 2.00 | 1.00 / 2.00 |" in lines
+    assert "- marian: n=8: 32 tokens/s (1000 ms/step); peak memory n=8: 10 MB" in lines
+    assert "| transformer_sla | 2.00 | 0.50 | 0.25 |" in lines  # long-sentence sentences/s, ×abs, ×Marian
     assert "| transformer_sla | 3.00 | 1.50 | 4.00 | 3.00 |" in lines  # beam-4 ×Marian, ×abs, greedy ×Marian, s
     assert "| transformer_sla | 2.0 | 0.40 | 1.00 / 4.00 | 20% |" in lines  # sentences/s, ×abs, parser / model s
 
@@ -106,7 +109,7 @@ def test_speed_benchmark_tables_on_tiny_model(tmp_path):
     paths = write_synthetic_corpus(tmp_path / "data", n_train=0, n_dev=12, n_test=0, seed=5, max_words=8)
     output = tmp_path / "speed.json"
     results = speed.main([
-        "--lengths", "8", "12", "--batch-size", "2", "--rounds", "2", "--size", TINY,
+        "--lengths", "8", "12", "--memory-lengths", "8", "12", "16", "--tokens-per-batch", "16", "--rounds", "2", "--size", TINY,
         "--presets", "transformer_dep_rel", "transformer_dbsa", "transformer_sla",
         "--pipeline-text", str(paths["dev"]["src"]), "--pipeline-parser", str(paths["dev"]["src.conllu"]),
         "--pipeline-sentences", "10", "--output", str(output), "--results-md", str(tmp_path / "RESULTS.md"),
@@ -116,9 +119,10 @@ def test_speed_benchmark_tables_on_tiny_model(tmp_path):
     for system in systems:
         for n in (8, 12):
             step = results["time"]["train"][system][n]
-            assert len(step["step_s"]) == 2 and min(step["step_s"]) > 0 and step["tokens"] == 2 * 2 * n
+            assert len(step["step_s"]) == 2 and min(step["step_s"]) > 0 and step["tokens"] == 2 * (16 // n) * n
             # a tiny model's step peak is within the kernel's lazily synced RSS counters (~64 pages a thread);
             # the reading itself: test_memory_worker_reads_a_known_allocation
+        for n in (8, 12, 16):
             assert results["memory"][system][n] > -1.0
         assert len(results["time"]["decode"][system]["beam4_s"]) == 2
     pipeline = results["pipeline"]
@@ -128,11 +132,12 @@ def test_speed_benchmark_tables_on_tiny_model(tmp_path):
         assert pipeline[system]["parser_s"] > 0.0 and pipeline[system]["sentences"] == 10
     saved = json.loads(output.read_text())
     tables = saved["tables"]
-    assert "n=12 tokens/s ×abs / ×Marian" in tables and "beam-4 decode time ×Marian" in tables
+    assert "n=12 step time ×abs / ×Marian" in tables and "n=16 memory ×abs / ×Marian" in tables
+    assert "n=16 step time" not in tables and "beam-4 decode time ×Marian" in tables
     assert "pipeline sentences/s" in tables and "| transformer_dep_rel |" in tables
     # --parts: re-measure only the pipeline, keep memory and training times from the JSON
     again = speed.main([
-        "--lengths", "8", "12", "--batch-size", "2", "--rounds", "2", "--size", TINY,
+        "--lengths", "8", "12", "--memory-lengths", "8", "12", "16", "--rounds", "2", "--size", TINY,
         "--presets", "transformer_dep_rel", "transformer_dbsa", "transformer_sla", "--parts", "pipeline",
         "--pipeline-text", str(paths["dev"]["src"]), "--pipeline-parser", str(paths["dev"]["src.conllu"]),
         "--pipeline-sentences", "10", "--output", str(output), "--results-md", str(tmp_path / "RESULTS.md"),
@@ -142,3 +147,42 @@ def test_speed_benchmark_tables_on_tiny_model(tmp_path):
     written = (tmp_path / "RESULTS.md").read_text()
     assert written.count("<!-- speed:begin -->") == 1 and "--parts pipeline" in written
     assert json.loads(output.read_text())["tables"] in written
+
+
+def test_time_of_some_lengths_keeps_the_others(tmp_path):
+    output = tmp_path / "speed.json"
+    common = ["--rounds", "1", "--size", TINY, "--presets", "transformer_rel", "--pipeline-text", "",
+              "--output", str(output), "--results-md", ""]
+    first = speed.main(["--lengths", "8", "12", "--batch-size", "2", "--parts", "memory,time,decode,pipeline", *common])
+    again = speed.main(["--lengths", "12", "--batch-size", "2", "--parts", "time", *common])
+    for system in ("marian", "transformer_abs", "transformer_rel"):
+        assert again["time"]["train"][system][8] == first["time"]["train"][system][8]
+        assert again["time"]["train"][system][12] != first["time"]["train"][system][12]
+    assert again["time"]["decode"] == first["time"]["decode"] and again["memory"] == first["memory"]
+    assert len(again["commands"]["time"]) == 2
+
+
+def test_long_sentence_decoding_generates_each_batch_s_longest_reference(tmp_path):
+    from hf_syntax_mt import train_joint_bpe_tokenizer
+
+    paths = write_synthetic_corpus(tmp_path / "data", n_train=0, n_dev=10, n_test=0, seed=3, max_words=12)
+    sources = Path(paths["dev"]["src"]).read_text().splitlines()
+    references = Path(paths["dev"]["tgt"]).read_text().splitlines()
+    tokenizer = train_joint_bpe_tokenizer(sources + references, vocab_size=150, min_frequency=1)
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    size = speed._parse_size(TINY)
+    batches = speed._long_batches(size, paths["dev"]["src"], paths["dev"]["tgt"], tmp_path / "tokenizer", 9, 4)
+    lengths = [len(tokenizer(line)["input_ids"]) for line in sources[:9]]
+    assert [f["input_ids"].shape[0] for f, _ in batches] == [4, 4, 1]
+    assert sorted(int(f["attention_mask"].sum(1)[i]) for f, _ in batches for i in range(f["input_ids"].shape[0])) == sorted(lengths)
+    for features, new_tokens in batches:
+        rows = {tuple(r[m.bool()].tolist()) for r, m in zip(features["input_ids"], features["attention_mask"])}
+        expected = max(len(tokenizer(ref)["input_ids"]) for src, ref in zip(sources[:9], references)
+                       if tuple(tokenizer(src)["input_ids"]) in rows)
+        assert new_tokens == expected
+        assert (features["source_heads"][features["attention_mask"] == 0] == -100).all()
+    results = speed.measure_long_decode(["marian", "transformer_abs", "transformer_dep_labeled_rel"], 2, size,
+                                        paths["dev"]["src"], paths["dev"]["tgt"], tmp_path / "tokenizer", 9, 4)
+    for system in results.values():
+        assert system["sentences"] == 9 and len(system["total_s"]) == 2
+        assert system["generated_tokens"] == sum(f["input_ids"].shape[0] * t for f, t in batches)
