@@ -23,7 +23,9 @@ def bleu_statistics(hyps: Sequence[str], refs: Sequence[str], tokenize: str) -> 
     """Per-sentence BLEU sufficient statistics (sacrebleu): (N, 2 + 2·4) = lengths, matches, totals."""
     from sacrebleu.metrics import BLEU
 
-    return np.asarray(BLEU(tokenize=tokenize)._extract_corpus_statistics(list(hyps), [list(refs)]), dtype=np.int64)
+    # force=True: no "looks tokenized" warning for every set (the statistics are the same)
+    return np.asarray(BLEU(tokenize=tokenize, force=True)._extract_corpus_statistics(list(hyps), [list(refs)]),
+                      dtype=np.int64)
 
 
 def bleu_from_statistics(stats: np.ndarray, tokenize: str = "13a") -> float:
