@@ -9,7 +9,8 @@ import torch
 from training_helpers import scratch_dir, tiny_args
 
 from hf_syntax_mt.batching import TokenBudgetBatchSampler, fill_batches, pair_lengths, padding_share
-from hf_syntax_mt.training import SyntaxMTTrainingArguments, dataset_lengths, train
+from hf_syntax_mt.trainer import dataset_lengths
+from hf_syntax_mt.training import SyntaxMTTrainingArguments, train
 
 
 def naive_batches(order, lengths, budget):

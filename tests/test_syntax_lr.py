@@ -10,7 +10,8 @@ import torch
 from transformers import HfArgumentParser, MarianMTModel, TrainerCallback
 
 from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
-from hf_syntax_mt.training import SyntaxMTSeq2SeqTrainer, SyntaxMTTrainingArguments, syntax_parameter_groups
+from hf_syntax_mt.trainer import SyntaxMTSeq2SeqTrainer, syntax_parameter_groups
+from hf_syntax_mt.training import SyntaxMTTrainingArguments
 
 from test_marian import PAD, make_marian, random_trees
 from training_helpers import scratch_dir
