@@ -108,6 +108,9 @@ def build_parser_cli() -> argparse.ArgumentParser:
                             "a CPU without native bf16 (AVX512-BF16 / AMX) runs autocast far slower than fp32")
     p_run.add_argument("--max-steps", type=int, default=None, help="Stop after N steps (probes)")
     p_run.add_argument("--threads", type=int, default=2, help="torch threads")
+    p_run.add_argument("--stop-training-by", type=float, default=None, metavar="UNIX_TIME",
+                       help="End training at the last epoch that ends before this time (a lent machine's limit), "
+                            "then finish the run as usual; the result records the epoch it stopped after")
     p_run.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                        help="Train and translate on the CPU or the GPU (the result records which machine)")
     p_blind = sub.add_parser("blind", parents=[common], help="Translate the blind test set with every finished run "

@@ -3,11 +3,14 @@
 # project's pinned packages, the parsers nor ../shared. Two steps:
 #
 #   here:   bash scripts/device_quality.sh prepare RECIPE.json...
-#           fills .whl/ (the pinned wheels the machine lacks) and .devcarry/ (`quality.py carry`: the recipes' corpus
-#           files, their parse caches with their records, their tokenizers); both are git-ignored through .git/info/exclude.
-#   there:  bash scripts/device_quality.sh run LANES START_BY STOP_AT RECIPE_NAME:PRESET...   (carry .whl, .devcarry)
+#           fills .whl/site.tar.xz (the pinned packages the machine lacks, unpacked from their wheels) and
+#           .devcarry/carry.tar.xz (`quality.py carry`: the recipes' corpus files, their parse caches with their records,
+#           their tokenizers); both folders are git-ignored through .git/info/exclude.
+#   there:  bash scripts/device_quality.sh run LANES START_BY STOP_AT FINAL_S RECIPE_NAME:PRESET...   (carry .whl, .devcarry)
 #           trains the runs LANES at a time (seed 1, --device cuda, 1 CPU thread each, bf16 as the recipe says),
-#           each in its own runs dir; starts none after START_BY seconds, stops those still running at STOP_AT s; tars
+#           each in its own runs dir; starts none after START_BY seconds; each run ends its training at the last
+#           epoch that ends FINAL_S seconds before STOP_AT (`quality.py run --stop-training-by`, recorded in its
+#           result), leaving FINAL_S for its final translations; stops those still running at STOP_AT s; tars
 #           benchmarks/results of the recipes and the logs into $OUT/quality_results.tgz. A run whose result
 #           file is already in benchmarks/results is skipped. A stopped run is lost (its checkpoints stay there).
 #
@@ -26,29 +29,38 @@ cd "$(dirname "$0")/.."
 
 prepare() {
     local py=.venv/bin/python
-    grep -qx '/.whl/' .git/info/exclude 2>/dev/null || printf '/.whl/\n/.devcarry/\n' >> .git/info/exclude
-    mkdir -p .whl
-    local wheels=()
+    mkdir -p .git/info; grep -qx '/.whl/' .git/info/exclude 2>/dev/null || printf '/.whl/\n/.devcarry/\n' >> .git/info/exclude
+    rm -rf .whl .devcarry && mkdir -p .whl .devcarry
+    local wheels=() tmp; tmp=$(mktemp -d)
     for name in transformers huggingface_hub datasets evaluate dill multiprocess httpx2 httpcore2 truststore tokenizers fsspec click regex; do
         wheels+=("$(grep -i "^${name}==" scripts/constraints.txt)")
     done
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-        -d .whl "${wheels[@]}" || exit 1
+        -d "$tmp/wheels" "${wheels[@]}" || exit 1
+    # the wheels unpacked and xz-compressed together: 9 MB instead of 20 (the travelling tree's limit is 64 MiB)
+    mkdir -p "$tmp/site" && for wheel in "$tmp"/wheels/*.whl; do unzip -q -o "$wheel" -d "$tmp/site" || exit 1; done
+    tar cJf .whl/site.tar.xz -C "$tmp/site" . || exit 1
     HF_SYNTAX_MT_RUNS=${HF_SYNTAX_MT_RUNS:-runs/quality} $py benchmarks/quality.py carry \
-        $(printf -- '--recipe %s ' "$@") --to .devcarry || exit 1
+        $(printf -- '--recipe %s ' "$@") --to "$tmp/carry" || exit 1
+    # gzipped files travel unzipped inside one .tar.xz (<name>.gz -> <name>.gz.raw; `run` gzips them back)
+    find "$tmp/carry" -name '*.gz' -exec sh -c 'gunzip -c "$1" > "$1.raw" && rm "$1"' _ {} \; || exit 1
+    tar cJf .devcarry/carry.tar.xz -C "$tmp/carry" . || exit 1
+    rm -rf "$tmp"
     du -sh .whl .devcarry
 }
 
 run() {
-    local lanes=$1 start_by=$2 stop_at=$3; shift 3
+    local lanes=$1 start_by=$2 stop_at=$3 final_s=$4; shift 4
     local start; start=$(date +%s)
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+    [ -f .devcarry/carry.tar.xz ] && [ -f .whl/site.tar.xz ] || { echo "no .devcarry/carry.tar.xz or .whl/site.tar.xz: run prepare (again) and carry .whl and .devcarry" >&2; exit 1; }
+    local carry=/tmp/carry
+    mkdir -p /tmp/site "$carry" && tar xJf .whl/site.tar.xz -C /tmp/site && tar xJf .devcarry/carry.tar.xz -C "$carry" || exit 1
+    find "$carry" -name '*.gz.raw' | xargs -P 16 -I{} sh -c 'gzip -1 -c "$1" > "${1%.raw}" && rm "$1"' _ {} || exit 1
     export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-    mkdir -p ../shared/data && cp -r .devcarry/data/* ../shared/data/ || exit 1
-    local packed_files=(../shared/data/*/*.carry.gz)
-    [ -e "${packed_files[0]}" ] || { echo ".devcarry/data holds no *.carry.gz: made by an older prepare; run prepare again" >&2; exit 1; }
-    for packed in "${packed_files[@]}"; do gunzip -c "$packed" > "${packed%.carry.gz}" && rm "$packed"; done
+    mkdir -p ../shared/data && cp -r "$carry"/data/* ../shared/data/ || exit 1
+    for packed in ../shared/data/*/*.carry.gz; do [ -e "$packed" ] && gunzip -c "$packed" > "${packed%.carry.gz}" && rm "$packed"; done
+    echo "unpacked at $(( $(date +%s) - start )) s"
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
     mkdir -p /tmp/logs
     RECIPES=()  # global: the EXIT trap runs after this function has returned
@@ -60,9 +72,10 @@ run() {
         while [ "$(jobs -rp | wc -l)" -ge "$lanes" ] && [ $(( $(date +%s) - start )) -lt "$stop_at" ]; do sleep 5; done
         if [ $(( $(date +%s) - start )) -ge "$start_by" ]; then echo "$run: not started (past $start_by s)"; continue; fi
         local dir=/tmp/runs/$recipe.$preset
-        mkdir -p "$dir/$recipe" && cp -r .devcarry/parse_cache "$dir"/ && cp -r .devcarry/tokenizers/"$recipe"/* "$dir/$recipe"/
+        mkdir -p "$dir/$recipe" && cp -r "$carry"/parse_cache "$dir"/ && cp -r "$carry"/tokenizers/"$recipe"/* "$dir/$recipe"/
         HF_SYNTAX_MT_RUNS=$dir python3 benchmarks/quality.py run --recipe "benchmarks/recipes/$recipe.json" \
-            --presets "$preset" --seeds 1 --device cuda --threads 1 > "/tmp/logs/$recipe.$preset.log" 2>&1 &
+            --presets "$preset" --seeds 1 --device cuda --threads 1 --stop-training-by $(( start + stop_at - final_s )) \
+            > "/tmp/logs/$recipe.$preset.log" 2>&1 &
         echo "$run: started at $(( $(date +%s) - start )) s"
     done
     local last_report=0
@@ -81,5 +94,5 @@ run() {
 case "${1:-}" in
     prepare) shift; prepare "$@" ;;
     run) shift; run "$@" ;;
-    *) echo "usage: $0 prepare RECIPE.json... | run LANES START_BY STOP_AT RECIPE_NAME:PRESET..." >&2; exit 2 ;;
+    *) echo "usage: $0 prepare RECIPE.json... | run LANES START_BY STOP_AT FINAL_S RECIPE_NAME:PRESET..." >&2; exit 2 ;;
 esac

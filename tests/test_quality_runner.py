@@ -840,6 +840,65 @@ def test_carry_takes_exactly_the_parse_caches_a_parserless_machine_reads(setup, 
 
 
 
+def test_carry_packs_only_the_sampled_pairs_and_the_target_trees_dbsa_reads(setup, tmp_path, monkeypatch):
+    """A recipe with `train_sample` travels with only its sampled pairs (the train files of a 1,000-line corpus would
+    not fit a lent machine's 64 MiB), under the corpus files' names: drawing the sample again there takes all of
+    them in the same order, so the texts (and with them the parse caches' and tokenizer's keys) are the same. A
+    recipe whose runs read target trees (transformer_dbsa's decoder parse head) also carries the target caches."""
+    root, data, recipe_path, common = setup
+    recipe = dict(json.loads(recipe_path.read_text()), source_parser={"spacy": "toy"}, target_parser={"spacy": "toy"},
+                  train_sample={"pairs": 20, "seed": 4, "max_source_chars": 60})
+    recipe["presets"] = ["transformer_abs", "transformer_dbsa"]
+    recipe.pop("grid")
+    runs, carried = tmp_path / "runs", tmp_path / "carry"
+    monkeypatch.setattr(corpus, "parser_installed", lambda spec: True)
+    monkeypatch.setattr(corpus, "build_parser", lambda spec, check_installed=True: _VersionedToyParser("1.0"))
+    here = corpus.Corpus(recipe, runs)
+    packed = carry.pack_carry(recipe, runs, carried)
+    assert "train.src.carry.gz" in packed["files"] and "train.tgt.carry.gz" in packed["files"]
+    with gzip.open(carried / "data" / "data" / "train.src.carry.gz", "rt", encoding="utf-8") as f:
+        assert f.read().splitlines() == here.texts["train"][0] and len(here.texts["train"][0]) == 20
+    there_data = tmp_path / "there_data"
+    (there_data / "data").mkdir(parents=True)
+    for packed_file in (carried / "data" / "data").iterdir():
+        with gzip.open(packed_file, "rb") as f:
+            (there_data / "data" / packed_file.name.removesuffix(".carry.gz")).write_bytes(f.read())
+    moved = dict(recipe, data={split: [str(there_data / "data" / Path(p).name) for p in paths]
+                               for split, paths in recipe["data"].items()})
+    there = corpus.Corpus(moved, tmp_path / "there_runs")
+    assert there.texts == here.texts
+    records = [json.loads((carried / "parse_cache" / f"{name}.json").read_text()) for name in packed["parse_caches"]]
+    target_shas = {recipes.text_sha(here.texts[split][1]) for split in ("train", "dev")}
+    assert target_shas <= {r["text_sha"] for r in records} and len(records) == 5  # train, dev, blind; train, dev targets
+
+    recipe["presets"] = ["transformer_abs"]  # no run reads target trees: no target cache travels
+    packed = carry.pack_carry(recipe, runs, tmp_path / "carry_abs")
+    assert len(packed["parse_caches"]) == 3
+
+
+def test_training_deadline_stops_at_the_epoch_before_the_limit():
+    """`--stop-training-by`: training ends at an epoch's end when another epoch (1.5 x the longest so far) would end
+    past the deadline, and the callback records the epoch; with time to spare it does nothing."""
+    import time
+
+    from transformers import TrainerControl, TrainerState
+
+    state, control = TrainerState(), TrainerControl()
+    spare = runner.TrainingDeadline(time.time() + 3600)
+    spare.on_train_begin(None, state, control)
+    state.epoch = 1.0
+    assert not spare.on_epoch_end(None, state, control).should_training_stop and spare.stopped_after_epoch is None
+
+    tight = runner.TrainingDeadline(time.time() + 1.0)
+    tight.on_train_begin(None, state, control)
+    time.sleep(0.05)
+    state.epoch = 1.0
+    assert not tight.on_epoch_end(None, state, control).should_training_stop  # 1.5 x 0.05 s fits in 1 s
+    time.sleep(0.7)
+    state.epoch = 2.0
+    assert tight.on_epoch_end(None, state, control).should_training_stop and tight.stopped_after_epoch == 2
+
+
 class _DigitTokenizer:
     """Reads token k back as the ASCII digit k, as an NFKC tokenizer reads back a full-width digit."""
 

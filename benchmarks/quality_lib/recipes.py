@@ -49,9 +49,11 @@ def load_recipe(path) -> dict:
                                     and buckets == sorted(set(buckets))):
         raise ValueError(f"recipe {path}: length_buckets={buckets!r}; expected increasing positive subword counts, "
                          "e.g. [10, 20, 40]")
-    train_pairs = recipe.get("train_pairs")
-    if train_pairs is not None and not (isinstance(train_pairs, int) and train_pairs > 0):
-        raise ValueError(f"recipe {path}: train_pairs={train_pairs!r}; expected a positive number of training pairs")
+    for key, what in (("train_pairs", "a positive number of training pairs"),
+                      ("translate_batch_size", "a positive number of sentences per generate call")):
+        value = recipe.get(key)
+        if value is not None and not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+            raise ValueError(f"recipe {path}: {key}={value!r}; expected {what}")
     return recipe
 
 

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
+from transformers import TrainerCallback
+
 from hf_syntax_mt.checkpoint_averaging import average_checkpoints, last_checkpoints
 from hf_syntax_mt.syntax import Annotation
 
@@ -55,6 +57,12 @@ def translate(model, tokenizer, sources: list[str], annotations: Optional[list[A
             out = model.generate(**batch, num_beams=num_beams, max_length=max_length)
         hyps += [h.strip() for h in tokenizer.batch_decode(out, skip_special_tokens=True)]
     return hyps
+
+
+def translate_batch_size(recipe: dict) -> int:
+    """Sentences per `generate` call in the final translations: the recipe's `translate_batch_size` (a GPU recipe
+    raises it: decoding is bound by the number of sequential steps, not by the batch), else 64."""
+    return recipe.get("translate_batch_size", 64)
 
 
 def score(hyps: list[str], refs: list[str], tokenize: str) -> dict:
@@ -189,7 +197,7 @@ def evaluate_sets(model, tokenizer, corpus: Corpus, sets: dict, out_prefix: Path
         for run_name, annotations in runs:
             start = time.time()
             hyps = translate(model, tokenizer, src, annotations, num_beams, recipe["max_target_length"],
-                             recipe["max_source_length"])
+                             recipe["max_source_length"], translate_batch_size(recipe))
             hyp_path = Path(f"{out_prefix}.{run_name}{model_label}.beam{num_beams}.txt")
             hyp_path.parent.mkdir(parents=True, exist_ok=True)
             hyp_path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
@@ -224,7 +232,8 @@ def translate_blind(model, tokenizer, corpus: Corpus, out_prefix: Path, model_la
     def decode(positions):  # positions in `texts`
         return translate(model, tokenizer, [texts[k] for k in positions],
                          None if annotations is None else [annotations[k] for k in positions],
-                         num_beams, recipe["max_target_length"], recipe["max_source_length"])
+                         num_beams, recipe["max_target_length"], recipe["max_source_length"],
+                         translate_batch_size(recipe))
 
     start = time.time()
     hyps = [""] * len(sources)
@@ -349,9 +358,11 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     resumed_step = int(checkpoint.rsplit("-", 1)[1]) if checkpoint else 0
     logger.info("training %s seed %d on %s -> %s", preset, seed, recipe["name"], run_dir)
     start = time.time()
+    deadline = TrainingDeadline(args.stop_training_by) if getattr(args, "stop_training_by", None) else None
+    callbacks = (early_stopping_callbacks(recipe) or []) + ([deadline] if deadline else [])
     result = train(model_args, data_args, training_args, tokenizer=tokenizer, annotator=annotator,
                    target_annotator=target_annotator, raw_datasets=corpus.raw_datasets(),
-                   callbacks=early_stopping_callbacks(recipe), command=command)
+                   callbacks=callbacks or None, command=command)
     if result.interrupted_by is not None:  # Ctrl-C / SIGTERM: a checkpoint was saved; no result for a partial run
         raise RunInterrupted(result.interrupted_by, preset, seed, run_dir)
     trainer, metrics = result.trainer, result.metrics
@@ -369,7 +380,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     greedy = translate(model, tokenizer, corpus.texts[selection][0],
                        corpus.parses(corpus.texts[selection][0], "source", corpus.paths[selection][0])
                        if config.needs_parser_at_inference or config.self_parsing else None,
-                       1, recipe["max_target_length"], recipe["max_source_length"])
+                       1, recipe["max_target_length"], recipe["max_source_length"], translate_batch_size(recipe))
     direct_greedy = score(greedy, corpus.texts[selection][1], recipe["bleu_tokenize"])
     # The check above runs the model as the Trainer evaluated it: with `--bf16`/"bf16" accelerate wraps
     # `forward` in bf16 autocast. The final decode runs it as users load it (fp32, no wrapper), the
@@ -384,7 +395,12 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     blind = translate_blind(model, tokenizer, corpus, prefix)
     averaged_evals, averaged_blind, averaged_from = {}, None, None
     if recipe.get("average_last_k"):
-        averaged_evals, averaged_blind, averaged_from = evaluate_averaged(corpus, run_dir, splits, prefix, args.device)
+        k, saved = recipe["average_last_k"], sum(1 for p in run_dir.glob("checkpoint-*") if p.is_dir())
+        if saved < k and state.global_step < state.max_steps:  # stopped before its schedule (early stopping, deadline)
+            logger.warning("%s seed %d stopped at step %d of %d with %d checkpoints: averaging those, not %d",
+                           preset, seed, state.global_step, state.max_steps, saved, k)
+            k = saved
+        averaged_evals, averaged_blind, averaged_from = evaluate_averaged(corpus, run_dir, splits, prefix, args.device, k)
     history = [{"epoch": round(h["epoch"], 2), "step": h["step"], "bleu": h["eval_bleu"], "chrf": h.get("eval_chrf")}
                for h in state.log_history if "eval_bleu" in h]
     out = {
@@ -398,6 +414,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         "train_pairs": len(corpus.texts["train"][0]),
         "parameters": sum(p.numel() for p in model.parameters()),
         "steps": state.global_step, "epochs": round(epochs_done, 2),
+        "planned_epochs": training.get("num_train_epochs"),
+        "stopped_by_deadline_after_epoch": deadline.stopped_after_epoch if deadline else None,
         "best_checkpoint": os.path.basename(state.best_model_checkpoint or "") or None,
         "resumed_from_step": resumed_step or None,  # then runtime and tokens/s cover this process only
         "train_runtime_seconds": round(metrics.get("train_runtime", 0.0), 1),
@@ -444,6 +462,31 @@ def keep_checkpoints_for_averaging(training: dict, k: int) -> None:
         training["save_total_limit"] = needed
 
 
+class TrainingDeadline(TrainerCallback):
+    """Stop training at an epoch's end when the next epoch would end past `stop_by` (a Unix time), so that a run on a
+    lent machine with a hard time limit finishes as usual (that epoch's evaluation and checkpoint, then the
+    selected and averaged models' translations) instead of being killed and lost. The next epoch is assumed to take
+    1.5 times the longest epoch so far (training plus the evaluation before it); `stopped_after_epoch` records where
+    it stopped (None: the schedule ended first), since a run cut short is not on the recipe's schedule."""
+
+    def __init__(self, stop_by: float):
+        self.stop_by, self.stopped_after_epoch = float(stop_by), None
+        self._last, self._longest = None, 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._last = time.time()
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        now = time.time()
+        self._longest, self._last = max(self._longest, now - self._last), now
+        if not control.should_training_stop and now + 1.5 * self._longest > self.stop_by:
+            control.should_training_stop = True
+            self.stopped_after_epoch = round(state.epoch)
+            logger.warning("stopping after epoch %d: another epoch (%.0f s so far at most) would end past the deadline "
+                           "(in %.0f s)", self.stopped_after_epoch, self._longest, self.stop_by - now)
+        return control
+
+
 def early_stopping_callbacks(recipe: dict) -> Optional[list]:
     """`EarlyStoppingCallback` on the selection metric for a recipe with `early_stopping_patience`: training stops
     after that many evaluations (on tune, else dev) without a better score."""
@@ -454,11 +497,12 @@ def early_stopping_callbacks(recipe: dict) -> Optional[list]:
     return [EarlyStoppingCallback(early_stopping_patience=recipe["early_stopping_patience"])]
 
 
-def evaluate_averaged(corpus: Corpus, run_dir: Path, splits: dict, prefix: Path, device: str):
-    """Average the run's last `average_last_k` checkpoints into `<run_dir>/averaged` (a model that no split chose)
-    and translate `splits` (dev, tune) and the blind test set with it as the selected model's are, the files marked
-    ".averaged". Returns (evaluations by split, blind translation, names of the checkpoints averaged)."""
-    k = corpus.recipe["average_last_k"]
+def evaluate_averaged(corpus: Corpus, run_dir: Path, splits: dict, prefix: Path, device: str,
+                      k: Optional[int] = None):
+    """Average the run's last `k` (default `average_last_k`) checkpoints into `<run_dir>/averaged` (a model that
+    no split chose) and translate `splits` (dev, tune) and the blind test set with it as the selected model's are,
+    the files marked ".averaged". Returns (evaluations by split, blind translation, names of the checkpoints averaged)."""
+    k = k or corpus.recipe["average_last_k"]
     try:
         checkpoints = last_checkpoints(run_dir, k)
     except ValueError as error:
