@@ -19,8 +19,8 @@ The stand-in for a Hub checkpoint such as Helsinki-NLP/opus-mt-ja-en, built from
    `marian` = converted to `transformer_abs` (Marian's function and training path, no syntax: plain Marian
    continued), `dep_rel`, `dep_labeled_rel`; a short schedule (`--finetune-epochs`, peak lr `--finetune-lr`);
    GiNZA parses computed once (cached by `quality.py`'s parse cache) and shared by all runs;
-4. each run's best checkpoint translates dev (beam 4, scored) and test.ja (beam 4, blind: written, never
-   scored); before fine-tuning, every arm's converted model translates dev too (`step0`, which must equal
+4. each run's last checkpoint (no selection on the dev it reports) translates dev (beam 4, scored) and test.ja
+   (beam 4, blind: written, never scored); before fine-tuning, every arm's converted model translates dev too (`step0`, which must equal
    the pretrained Marian's BLEU for these presets), and so do `transformer_dbsa` (its parse heads start as the
    heads they replace: unchanged) and `transformer_sla` (its masks change the function: how far BLEU moves).
 
@@ -253,6 +253,7 @@ def finetune(arm: str, seed: int, pretrained: Path, corpus: Corpus, files: dict,
         max_steps=6 if args.smoke else -1, eval_strategy="steps" if args.smoke else "epoch", eval_steps=3,
         save_strategy="steps" if args.smoke else "epoch", save_steps=3, generation_num_beams=1, logging_steps=50,
         use_cpu=True, report_to=[], disable_tqdm=True, syntax_lr_multiplier=settings["syntax_lr_multiplier"],
+        load_best_model_at_end=False,  # report the last model: a checkpoint picked on dev would flatter dev
     )
     annotator = None
     if needs_parse:
@@ -264,7 +265,7 @@ def finetune(arm: str, seed: int, pretrained: Path, corpus: Corpus, files: dict,
     model, tokenizer = trained.trainer.model, trained.trainer.processing_class
     result = {"arm": arm, "preset": preset, "seed": seed, "pretrained": os.path.relpath(pretrained, REPO),
               "train_seconds": round(time.time() - start, 1), "device": device_description("cpu"),
-              "threads": args.threads, **settings, "parameter_rms": parameter_rms(model),
+              "threads": args.threads, **settings, "reported_model": "last", "parameter_rms": parameter_rms(model),
               "greedy_dev_bleu_history": [e["eval_bleu"] for e in trained.trainer.state.log_history if "eval_bleu" in e],
               **translate_sets(model, tokenizer, corpus, args.results_dir / arm / f"seed{seed}")}
     result_path.parent.mkdir(parents=True, exist_ok=True)
