@@ -876,6 +876,51 @@ def test_carry_packs_only_the_sampled_pairs_and_the_target_trees_dbsa_reads(setu
     assert len(packed["parse_caches"]) == 3
 
 
+def test_translate_batches_sentences_of_similar_length_and_returns_corpus_order(monkeypatch):
+    """The final translations batch the sources longest first (a batch decodes as long as its own longest
+    sentence), each with its own parse, and come back in corpus order."""
+    from types import SimpleNamespace
+
+    import hf_syntax_mt.data
+
+    seen = []
+
+    class Batch(dict):
+        def to(self, device):
+            return self
+
+    class Processor:
+        needs_source_parse = True
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __call__(self, texts, annotations=None):
+            seen.append((list(texts), annotations))
+            return Batch(texts=list(texts))
+
+    class Model:
+        config = SimpleNamespace(dependency_relations=None, self_parsing=False, needs_source_distances=False,
+                                 distance_source="flat", sla_binarize="none", source_spacing="as_is")
+        device = "cpu"
+
+        def eval(self):
+            pass
+
+        def generate(self, texts, num_beams, max_length):
+            return [t.upper() for t in texts]
+
+    class Tokenizer:
+        def batch_decode(self, rows, skip_special_tokens=True):
+            return [f" {row} " for row in rows]
+
+    monkeypatch.setattr(hf_syntax_mt.data, "SyntaxFeatureProcessor", Processor)
+    sources = ["a", "bbbb", "cc", "ddd", "eeeee"]
+    hyps = runner.translate(Model(), Tokenizer(), sources, [f"parse{i}" for i in range(5)], 1, 10, 10, batch_size=2)
+    assert hyps == ["A", "BBBB", "CC", "DDD", "EEEEE"]
+    assert seen == [(["eeeee", "bbbb"], ["parse4", "parse1"]), (["ddd", "cc"], ["parse3", "parse2"]), (["a"], ["parse0"])]
+
+
 def test_training_deadline_stops_at_the_epoch_before_the_limit():
     """`--stop-training-by`: training ends at an epoch's end when another epoch (1.5 x the longest so far) would end
     past the deadline, and the callback records the epoch; with time to spare it does nothing."""
@@ -1005,6 +1050,17 @@ def test_tune_split_selects_and_the_averaged_model_is_reported_beside_the_select
     assert len(blind.read_text().splitlines()) == 6 and run["test_averaged"]["untranslated_lines"] == [3]
     # the averaged folder loads in the pipeline like the run dir
     assert json.loads((run_dir / "averaged" / "config.json").read_text())["preset"] == "transformer_dep_rel"
+
+    # a run stopped between the selected model's translations and the averaged model's (a lent machine's limit)
+    # keeps its result; running it again adds the averaged model and trains nothing
+    result_path = folder / "results" / recipe["name"] / "transformer_dep_rel" / "seed1.json"
+    cut = {**run, "averaged_checkpoints": None, "dev_averaged": None, "tune_averaged": None, "test_averaged": None}
+    result_path.write_text(json.dumps(cut))
+    monkeypatch.setattr(training, "train", lambda *a, **k: pytest.fail("a finished run was trained again"))
+    (again,) = quality.main(["run", *common, "--presets", "transformer_dep_rel", "--seeds", "1", "--max-steps", "6"])
+    assert again["averaged_checkpoints"] == run["averaged_checkpoints"]
+    assert again["dev_averaged"]["bleu"] == run["dev_averaged"]["bleu"] and again["dev"] == run["dev"]
+    assert json.loads(result_path.read_text())["test_averaged"]["hypotheses"] == run["test_averaged"]["hypotheses"]
 
 
 def test_runs_without_tune_or_averaging_record_it(setup):

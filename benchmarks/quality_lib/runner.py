@@ -32,8 +32,10 @@ logger = logging.getLogger("quality")
 
 def translate(model, tokenizer, sources: list[str], annotations: Optional[list[Annotation]], num_beams: int,
               max_length: int, max_source_length: int, batch_size: int = 64) -> list[str]:
-    """Translate in corpus order with the features the model needs at inference (no target side). A
-    self-parsing model reads its own trees, or the parser's when `annotations` are given."""
+    """Translate `sources` with the features the model needs at inference (no target side), returned in corpus
+    order. A self-parsing model reads its own trees, or the parser's when `annotations` are given. Batches hold
+    sentences of similar length (sorted by character count, longest first, as fairseq's generation sorts by
+    length), so a batch runs as many decoding steps as its own longest sentence needs, not the corpus's."""
     import torch
 
     from hf_syntax_mt.data import SyntaxFeatureProcessor
@@ -49,13 +51,16 @@ def translate(model, tokenizer, sources: list[str], annotations: Optional[list[A
     )
     needs_parse = processor.needs_source_parse
     model.eval()
-    hyps = []
-    for i in range(0, len(sources), batch_size):
-        batch = processor(sources[i: i + batch_size],
-                          annotations=annotations[i: i + batch_size] if needs_parse else None).to(model.device)
+    order = sorted(range(len(sources)), key=lambda k: -len(sources[k]))
+    hyps = [""] * len(sources)
+    for i in range(0, len(order), batch_size):
+        rows = order[i: i + batch_size]
+        batch = processor([sources[k] for k in rows],
+                          annotations=[annotations[k] for k in rows] if needs_parse else None).to(model.device)
         with torch.no_grad():
             out = model.generate(**batch, num_beams=num_beams, max_length=max_length)
-        hyps += [h.strip() for h in tokenizer.batch_decode(out, skip_special_tokens=True)]
+        for k, hyp in zip(rows, tokenizer.batch_decode(out, skip_special_tokens=True)):
+            hyps[k] = hyp.strip()
     return hyps
 
 
@@ -393,14 +398,6 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
     evals = evaluate_sets(model, tokenizer, corpus, {**splits, **parse_extra_evals(args.extra_eval)}, prefix,
                           recipe["final_num_beams"])
     blind = translate_blind(model, tokenizer, corpus, prefix)
-    averaged_evals, averaged_blind, averaged_from = {}, None, None
-    if recipe.get("average_last_k"):
-        k, saved = recipe["average_last_k"], sum(1 for p in run_dir.glob("checkpoint-*") if p.is_dir())
-        if saved < k and state.global_step < state.max_steps:  # stopped before its schedule (early stopping, deadline)
-            logger.warning("%s seed %d stopped at step %d of %d with %d checkpoints: averaging those, not %d",
-                           preset, seed, state.global_step, state.max_steps, saved, k)
-            k = saved
-        averaged_evals, averaged_blind, averaged_from = evaluate_averaged(corpus, run_dir, splits, prefix, args.device, k)
     history = [{"epoch": round(h["epoch"], 2), "step": h["step"], "bleu": h["eval_bleu"], "chrf": h.get("eval_chrf")}
                for h in state.log_history if "eval_bleu" in h]
     out = {
@@ -430,18 +427,41 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         f"{selection}_bleu_by_eval": history, "dev_parse_head_accuracy": parse_accuracy,
         # the selected checkpoint (best greedy BLEU on the selection split) and the mean of the last k checkpoints
         "dev": evals.pop("dev"), "tune": evals.pop("tune", None), "extra": evals, "test": blind,
-        "averaged_checkpoints": averaged_from, "dev_averaged": averaged_evals.pop("dev", None),
-        "tune_averaged": averaged_evals.pop("tune", None), "extra_averaged": averaged_evals or None,
-        "test_averaged": averaged_blind,
+        "averaged_checkpoints": None, "dev_averaged": None, "tune_averaged": None, "extra_averaged": None,
+        "test_averaged": None,  # filled by add_averaged_model below
         "bf16": bool(training.get("bf16")), "threads": torch.get_num_threads(), "device": device_description(args.device),
         "git_commit": _git_commit(), "run_dir": str(run_dir), "command": command,
     }
     warn_if_eval_order_differs(metrics.get("eval_bleu"), direct_greedy["bleu"], result.datasets["validation"],
                                recipe["max_target_length"], tokenizer, corpus.texts[selection][1])
-    result_path.parent.mkdir(parents=True, exist_ok=True)
-    result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_result(result_path, out)  # the selected model's figures are kept even if the averaging is cut off
+    if recipe.get("average_last_k"):
+        out = add_averaged_model(corpus, run_dir, result_path, out, args.device)
     logger.info("wrote %s: dev BLEU %.2f (beam %d)%s", result_path, out["dev"]["bleu"], recipe["final_num_beams"],
                 f", averaged model {out['dev_averaged']['bleu']:.2f}" if out["dev_averaged"] else "")
+    return out
+
+
+def write_result(result_path: Path, out: dict) -> None:
+    result_path.parent.mkdir(parents=True, exist_ok=True)
+    result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def add_averaged_model(corpus: Corpus, run_dir: Path, result_path: Path, out: dict, device: str) -> dict:
+    """Evaluate the average of the run's last `average_last_k` checkpoints (`evaluate_averaged`) and add it to the
+    result `out` (written to `result_path`). A run stopped before its schedule (early stopping, a deadline) with
+    fewer checkpoints averages those it saved."""
+    k, saved = corpus.recipe["average_last_k"], sum(1 for p in run_dir.glob("checkpoint-*") if p.is_dir())
+    planned = out.get("planned_epochs")
+    if saved < k and (out.get("stopped_by_deadline_after_epoch") or (planned and out["epochs"] < planned)):
+        logger.warning("%s seed %d stopped after %s of %s epochs with %d checkpoints: averaging those, not %d",
+                       out["preset"], out["seed"], out["epochs"], planned, saved, k)
+        k = saved
+    splits = {split: tuple(corpus.paths[split]) for split in ("dev", "tune") if split in corpus.paths}
+    evals, blind, averaged_from = evaluate_averaged(corpus, run_dir, splits, result_path.with_suffix(""), device, k)
+    out = {**out, "averaged_checkpoints": averaged_from, "dev_averaged": evals.pop("dev", None),
+           "tune_averaged": evals.pop("tune", None), "extra_averaged": evals or None, "test_averaged": blind}
+    write_result(result_path, out)
     return out
 
 
@@ -638,6 +658,10 @@ def run_one(corpus: Corpus, preset: str, seed: int, args) -> Optional[dict]:
     if result_path.is_file():
         done = json.loads(result_path.read_text())
         missing = {k: v for k, v in parse_extra_evals(args.extra_eval).items() if k not in done.get("extra", {})}
+        if corpus.recipe.get("average_last_k") and done.get("averaged_checkpoints") is None and \
+                any(run_dir.glob("checkpoint-*")):  # stopped between the selected and the averaged translations
+            logger.info("%s seed %d: finished but for its averaged model; averaging now", preset, seed)
+            done = add_averaged_model(corpus, run_dir, result_path, done, args.device)
         if missing and not (run_dir / "config.json").is_file():
             logger.error("%s seed %d: cannot score the extra sets %s: the result %s exists but not its model %s "
                          "(trained on another machine?); copy that run dir here or pass its --runs-dir, or delete the "
