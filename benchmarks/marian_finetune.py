@@ -334,14 +334,17 @@ def summary(args) -> str:
     lines += ["", "| arm | preset | step 0 BLEU | dev BLEU (beam 4) | seeds | Δ vs marian [95% CI] | p |", "|---|---|---|---|---|---|---|"]
     stats = {}
     for arm, preset in ARMS.items():
-        runs = sorted((args.results_dir / arm).glob("seed*.json"))
+        folder = args.results_dir / arm
+        if arm == "marian" and not any(folder.glob("seed*.json")) and args.baseline_dir:
+            folder = baseline_folder(args)
+        runs = sorted(folder.glob("seed*.json"))
         if not runs:
             continue
         results = [json.loads(p.read_text()) for p in runs]
         stats[arm] = {r["seed"]: bleu_statistics(read(REPO / r["dev"]["hypotheses"]), corpus_refs, BLEU_TOKENIZE)
                       for r in results}
         bleus = [r["dev"]["bleu"] for r in results]
-        step0_path = args.results_dir / arm / "step0.json"
+        step0_path = folder / "step0.json"
         zero = f"{json.loads(step0_path.read_text())['bleu']:.2f}" if step0_path.is_file() else "–"
         delta = p_value = "–"
         if arm != "marian" and "marian" in stats:
@@ -352,7 +355,8 @@ def summary(args) -> str:
                 delta = f"{test['delta']:+.2f} [{test['ci95'][0]:+.2f}, {test['ci95'][1]:+.2f}]"
                 p_value = f"{test['p_value']:.3f}"
         std = float(np.std(bleus, ddof=1)) if len(bleus) > 1 else 0.0
-        lines.append(f"| {arm} | {preset} | {zero} | {np.mean(bleus):.2f} ± {std:.2f} | "
+        arm_label = arm if folder.parent == args.results_dir else f"{arm} ({os.path.relpath(folder.parent, REPO)})"
+        lines.append(f"| {arm_label} | {preset} | {zero} | {np.mean(bleus):.2f} ± {std:.2f} | "
                      f"{','.join(str(r['seed']) for r in results)} | {delta} | {p_value} |")
     for arm, preset in STEP0_ONLY.items():
         step0_path = args.results_dir / arm / "step0.json"
@@ -364,6 +368,23 @@ def summary(args) -> str:
     if not args.smoke and args.results_dir == DEFAULT_RESULTS:
         write_section(REPO / "model_cards" / "RESULTS.md", "marian-finetune", results_section(text, args.results_dir))
     return text
+
+
+def baseline_folder(args) -> Path:
+    """`<baseline_dir>/marian`: plain Marian's runs, which every `--syntax-lr-multiplier` shares, refused if they were
+    fine-tuned with another lr or schedule than this results dir's syntax arms."""
+    def schedules(paths):  # results written before the settings were recorded used the defaults
+        return {tuple(json.loads(p.read_text()).get(key, DEFAULT_SETTINGS[key]) for key in ("finetune_lr", "finetune_epochs"))
+                for p in paths}
+
+    folder = args.baseline_dir.resolve() / "marian"
+    theirs, ours = schedules(folder.glob("seed*.json")), schedules(args.results_dir.glob("*/seed*.json"))
+    if not theirs:
+        raise ValueError(f"--baseline-dir {args.baseline_dir}: no marian/seed*.json there")
+    if ours and theirs != ours:
+        raise ValueError(f"--baseline-dir {args.baseline_dir}: plain Marian was fine-tuned with (lr, epochs) {sorted(theirs)}, "
+                         f"the runs of {args.results_dir} with {sorted(ours)}")
+    return folder
 
 
 def results_section(table: str, results_dir: Path) -> str:
@@ -404,6 +425,9 @@ def main(argv=None) -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny model, 400 pairs, a few steps: checks the pipeline")
     parser.add_argument("--runs-dir", type=Path, default=None, help="checkpoints, parses, features (gitignored)")
     parser.add_argument("--results-dir", type=Path, default=None)
+    parser.add_argument("--baseline-dir", type=Path, default=None,
+                        help="summary: compare with the plain Marian runs of this results dir when --results-dir has "
+                             "none (they are shared by every --syntax-lr-multiplier; same lr and epochs required)")
     args = parser.parse_args(argv)
     name = "marian_finetune_smoke" if args.smoke else "marian_finetune"
     args.runs_dir = (args.runs_dir or quality.DEFAULT_RUNS.parent / name).resolve()
