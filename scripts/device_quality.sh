@@ -24,6 +24,12 @@
 # (196 updates an epoch), so no run of either recipe finished in 560 s and all nine were lost. A 6,250-pair run needs
 # under ~6.5 s an epoch to fit a 600-s call (80 epochs, the final beam-4 dev and blind translations after): run
 # five lanes or fewer, and put the transformer_dep_* runs in a call of their own kind or first.
+# KFTT (kftt.ja-en.gpu, H200, 2026-11-28, `run 8 60 555 200`, eight presets at once): the machine took 5.7 of the
+# session's 15 device minutes to start; with eight lanes an epoch (133 updates of 16k tokens, then greedy tune) took
+# 26-44 s, so the runs stopped (--stop-training-by) after 4-12 of 12 epochs at ~355 s, and every beam-4 translation
+# of dev, tune or the blind test took 36-53 s (corpus-order batches then; length-sorted since), so none of the eight
+# reached its averaged model's last translation by 555 s and all were lost (the result is now written before the
+# averaged model's translations). Next time: four lanes, FINAL_S 250.
 set -u
 cd "$(dirname "$0")/.."
 
