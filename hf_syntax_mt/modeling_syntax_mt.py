@@ -9,10 +9,13 @@ models for `trust_remote_code` loading).
 
 import importlib
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple, Optional
 
 import torch
+from safetensors import SafetensorError, safe_open
 from torch import nn
 from torch.nn import functional as F
 
@@ -960,6 +963,23 @@ class SyntaxMTSeq2SeqLMOutput(Seq2SeqLMOutput):
 # ---------------------------------------------------------------------------------------------
 
 
+class DamagedModelFileError(SafetensorError):
+    """A weights file that safetensors cannot read (truncated, overwritten, not a safetensors file). A
+    `SafetensorError`, as safetensors raises for it, and not an `OSError`: transformers' `pipeline()` would
+    bury that in a dump of tracebacks."""
+
+
+def check_weights_files(directory, advice: str = "copy it again, or save the model again") -> None:
+    """Raise `DamagedModelFileError` naming the first `*.safetensors` file in `directory` whose header
+    does not read or does not cover the file (a truncated copy); reads the headers only."""
+    for path in sorted(Path(directory).glob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="pt"):
+                pass
+        except SafetensorError as err:
+            raise DamagedModelFileError(f"{path} is damaged ({err}): it is incomplete or corrupted; {advice}") from None
+
+
 class SyntaxMTPreTrainedModel(PreTrainedModel):
     config_class = SyntaxMTConfig
     config: SyntaxMTConfig
@@ -969,6 +989,17 @@ class SyntaxMTPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True  # "eager" runs every attention through the explicit path
     accepts_loss_kwargs = False  # the loss is a per-batch mean (token + parse terms)
     _no_split_modules = ["SyntaxMTEncoderLayer", "SyntaxMTDecoderLayer"]
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """`PreTrainedModel.from_pretrained`; a damaged `*.safetensors` file of a local model folder raises
+        `DamagedModelFileError` naming it (also through `AutoModelForSeq2SeqLM` and `pipeline()`), not safetensors'
+        bare header error."""
+        if isinstance(pretrained_model_name_or_path, (str, os.PathLike)):
+            folder = Path(pretrained_model_name_or_path, kwargs.get("subfolder") or "")
+            if folder.is_dir():
+                check_weights_files(folder)
+        return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
 
     @classmethod
     def _can_set_attn_implementation(cls) -> bool:

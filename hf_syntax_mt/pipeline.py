@@ -24,18 +24,17 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import logging
-import os
 import re
 from pathlib import Path
 from collections.abc import Iterable
 from typing import Optional, Sequence, Union
 
 from huggingface_hub import constants as hub_constants
-from safetensors import SafetensorError, safe_open
 from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .data import SyntaxFeatureProcessor
+from .modeling_syntax_mt import DamagedModelFileError, check_weights_files
 from .syntax import Annotation, Annotator, load_annotator, locate_words, unsegmented_lines
 from .syntax.annotators import missing_spacy_pipeline_message, spacy_install_hint
 
@@ -61,23 +60,6 @@ def check_parser_installed(spec: Optional[dict], role: str = "this model's parse
     elif kind == "stanza":
         if importlib.util.find_spec("stanza") is None:
             raise ImportError(f"{role} needs stanza: pip install stanza")
-
-
-class DamagedModelFileError(SafetensorError):
-    """A weights file that safetensors cannot read (truncated, overwritten, not a safetensors file). A
-    `SafetensorError`, as safetensors raises for it, and not an `OSError`: transformers' `pipeline()` would
-    bury that in a dump of tracebacks."""
-
-
-def check_weights_files(directory, advice: str = "copy it again, or save the model again") -> None:
-    """Raise `DamagedModelFileError` naming the first `*.safetensors` file in `directory` whose header
-    does not read or does not cover the file (a truncated copy); reads the headers only."""
-    for path in sorted(Path(directory).glob("*.safetensors")):
-        try:
-            with safe_open(str(path), framework="pt"):
-                pass
-        except SafetensorError as err:
-            raise DamagedModelFileError(f"{path} is damaged ({err}): it is incomplete or corrupted; {advice}") from None
 
 
 def model_location(name: str, what: str = "model") -> str:
@@ -315,29 +297,17 @@ class SyntaxTranslationPipeline(Pipeline):
         return outputs
 
 
-class CheckedAutoModelForSeq2SeqLM:
-    """The pipeline's model class: `AutoModelForSeq2SeqLM.from_pretrained` after `check_weights_files` on a
-    local model directory, so that `pipeline(TASK, model=dir)` names a damaged weights file. (Not an auto
-    class: `pipeline(..., code_revision=...)` does not reach it.)"""
-
-    @classmethod
-    def from_pretrained(cls, name, *args, **kwargs):
-        if isinstance(name, (str, os.PathLike)) and Path(name).is_dir():
-            check_weights_files(name)
-        return AutoModelForSeq2SeqLM.from_pretrained(name, *args, **kwargs)
-
-
 def register_pipeline() -> None:
     """Register the `syntax-translation` task (done when `hf_syntax_mt.pipeline` is imported)."""
     PIPELINE_REGISTRY.register_pipeline(
         TASK,
         pipeline_class=SyntaxTranslationPipeline,
-        pt_model=CheckedAutoModelForSeq2SeqLM,
+        pt_model=AutoModelForSeq2SeqLM,  # SyntaxMTPreTrainedModel.from_pretrained names a damaged weights file
         type="text",
     )
 
 
 register_pipeline()
 
-__all__ = ["CheckedAutoModelForSeq2SeqLM", "DamagedModelFileError", "SyntaxTranslationPipeline",
+__all__ = ["DamagedModelFileError", "SyntaxTranslationPipeline",
            "check_parser_installed", "check_weights_files", "decode_line", "model_location", "register_pipeline", "TASK"]

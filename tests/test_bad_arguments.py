@@ -51,6 +51,19 @@ def test_pipeline_names_a_damaged_weights_file():
         pipeline("syntax-translation", model=str(model_dir))
 
 
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_from_pretrained_names_a_damaged_weights_file(damage):
+    """Bare `from_pretrained`, through the auto class or the model class, names the damaged file."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    from hf_syntax_mt import SyntaxMTForConditionalGeneration
+
+    model_dir, weights = damaged_copy(damage)
+    for loader in (AutoModelForSeq2SeqLM, SyntaxMTForConditionalGeneration):
+        with pytest.raises(DamagedModelFileError, match=f"^{weights} is damaged .*incomplete or corrupted"):
+            loader.from_pretrained(model_dir)
+
+
 def test_training_from_a_damaged_model_says_so(tmp_path, capsys):
     model_dir, weights = damaged_copy("truncated")
     data = synthetic_corpus()
