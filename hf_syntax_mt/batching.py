@@ -19,8 +19,9 @@ Under data parallelism (`num_replicas` > 1) the epoch's batch list is extended b
 batches to a multiple of `num_replicas` and process `rank` takes batches rank, rank + num_replicas, ...:
 every process gets distinct batches and the same number of them.
 
-Evaluation and prediction (`shuffle=False`): consecutive pairs in corpus order, so the predictions come
-back in the order of the references.
+Evaluation and prediction (`shuffle=False`, a fixed order): evaluation's batches hold pairs sorted by length,
+longest first (`longest_first`; its metrics are corpus-level), prediction's consecutive pairs in corpus order, so
+the predictions come back in the order of the references.
 """
 
 from __future__ import annotations
@@ -75,14 +76,17 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         lengths: max(source, target) length of every pair, in subwords (`pair_lengths`).
         max_tokens: the budget of padded positions per batch (per process under data parallelism).
         shuffle: training order (length-sorted batches in a seeded random order, new each epoch) if True;
-            consecutive pairs in corpus order if False.
+            else a fixed order: consecutive pairs in corpus order (prediction, whose outputs are written in
+            order), or with `longest_first` the pairs sorted by length, longest first (evaluation: a batch of
+            similar lengths generates as many steps as its own longest pair needs).
         seed: the seed of the training order; epoch e uses (seed, e).
         secondary_lengths: a second sort key for pairs of one length (the source lengths), optional.
         num_replicas, rank: data-parallel processes and this process's index (training only).
     """
 
     def __init__(self, lengths: Sequence[int], max_tokens: int, *, shuffle: bool = True, seed: int = 0,
-                 num_replicas: int = 1, rank: int = 0, secondary_lengths: Optional[Sequence[int]] = None):
+                 num_replicas: int = 1, rank: int = 0, secondary_lengths: Optional[Sequence[int]] = None,
+                 longest_first: bool = False):
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             raise ValueError(f"max_tokens_per_batch={max_tokens!r}: expected a positive number of tokens")
         if num_replicas < 1 or not 0 <= rank < num_replicas:
@@ -90,8 +94,10 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         if any(length < 0 for length in lengths):
             raise ValueError("sequence lengths must be >= 0")
         if not shuffle and num_replicas > 1:
-            raise ValueError("corpus-order batches (shuffle=False) are for one process; evaluation under data "
+            raise ValueError("fixed-order batches (shuffle=False) are for one process; evaluation under data "
                              "parallelism uses the Trainer's own sharded batches")
+        if longest_first and shuffle:
+            raise ValueError("longest_first orders the fixed (shuffle=False) batches of evaluation")
         if secondary_lengths is not None and len(secondary_lengths) != len(lengths):
             raise ValueError(f"{len(lengths)} lengths but {len(secondary_lengths)} secondary lengths")
         self.lengths = list(lengths)
@@ -101,9 +107,10 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.seed = seed
         self.num_replicas = num_replicas
         self.rank = rank
+        self.longest_first = longest_first
         self.epoch = 0
         count = len(fill_batches(sorted(range(len(self.lengths)), key=self.sort_keys.__getitem__), self.lengths,
-                                 max_tokens) if shuffle else fill_batches(range(len(self.lengths)), self.lengths, max_tokens))
+                                 max_tokens) if shuffle else self.epoch_batches(0))
         self._batches_per_process = -(-count // num_replicas)
         self.oversized = sum(length > max_tokens for length in self.lengths)
 
@@ -114,7 +121,10 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """All processes' batches of `epoch`, in training order (before the split between processes)."""
         if not self.shuffle:
-            return fill_batches(range(len(self.lengths)), self.lengths, self.max_tokens)
+            order = range(len(self.lengths))
+            if self.longest_first:
+                order = sorted(order, key=lambda i: -self.lengths[i])  # stable: corpus order within a length
+            return fill_batches(order, self.lengths, self.max_tokens)
         generator = random.Random(f"{self.seed}-{epoch}")
         order = list(range(len(self.lengths)))
         generator.shuffle(order)  # ties between equal lengths broken at random, differently each epoch

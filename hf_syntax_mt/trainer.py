@@ -115,21 +115,24 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
     def get_eval_dataloader(self, eval_dataset=None):
         dataset = self.eval_dataset[eval_dataset] if isinstance(eval_dataset, str) else \
             eval_dataset if eval_dataset is not None else self.eval_dataset
-        loader = self._corpus_order_token_dataloader(dataset, "Evaluation")
+        loader = self._fixed_order_token_dataloader(dataset, "Evaluation", longest_first=True)
         return loader if loader is not None else super().get_eval_dataloader(eval_dataset)
 
     def get_test_dataloader(self, test_dataset):
-        loader = self._corpus_order_token_dataloader(test_dataset, "test")
+        loader = self._fixed_order_token_dataloader(test_dataset, "test", longest_first=False)
         return loader if loader is not None else super().get_test_dataloader(test_dataset)
 
-    def _corpus_order_token_dataloader(self, dataset, description: str):
-        """Evaluation / prediction batches of consecutive pairs within `--eval_max_tokens_per_batch`, in corpus
-        order; None (the Trainer's fixed-size batches) without a budget or under data parallelism, where the
+    def _fixed_order_token_dataloader(self, dataset, description: str, longest_first: bool):
+        """Evaluation / prediction batches within `--eval_max_tokens_per_batch`: evaluation's sorted by length,
+        longest first (its metrics are corpus-level, and a batch of similar lengths generates no longer than its
+        own longest pair needs); prediction's consecutive pairs in corpus order (its outputs are written in that
+        order). None (the Trainer's fixed-size batches) without a budget or under data parallelism, where the
         Trainer shards and gathers fixed-size batches."""
         budget = getattr(self.args, "eval_max_tokens_per_batch", None)
         if budget is None or dataset is None or not hasattr(dataset, "__len__") or self.args.world_size > 1:
             return None
-        sampler = TokenBudgetBatchSampler(pair_lengths(*dataset_lengths(dataset)), budget, shuffle=False)
+        sampler = TokenBudgetBatchSampler(pair_lengths(*dataset_lengths(dataset)), budget, shuffle=False,
+                                          longest_first=longest_first)
         return self._token_budget_dataloader(dataset, description, sampler, is_training=False)
 
     def _token_budget_dataloader(self, dataset, description: str, batch_sampler, *, is_training: bool):

@@ -8,7 +8,7 @@ import pytest
 import torch
 from training_helpers import scratch_dir, tiny_args
 
-from hf_syntax_mt.batching import TokenBudgetBatchSampler, fill_batches, pair_lengths, padding_share
+from hf_syntax_mt.batching import TokenBudgetBatchSampler, fill_batches, pair_lengths, padded_tokens, padding_share
 from hf_syntax_mt.trainer import dataset_lengths
 from hf_syntax_mt.training import SyntaxMTTrainingArguments, train
 
@@ -104,12 +104,19 @@ def test_data_parallel_processes_get_distinct_batches_and_the_same_number():
         TokenBudgetBatchSampler(lengths, 300, num_replicas=2, rank=2)
 
 
-def test_evaluation_batches_keep_corpus_order():
+def test_prediction_batches_keep_corpus_order_and_evaluation_batches_sort_by_length():
     lengths = random_lengths(100, seed=5)
     sampler = TokenBudgetBatchSampler(lengths, 120, shuffle=False)
     batches = list(sampler)
     assert [i for b in batches for i in b] == list(range(100))
     assert batches == naive_batches(range(100), lengths, 120)
+
+    longest_first = sorted(range(100), key=lambda i: (-lengths[i], i))
+    evaluation = TokenBudgetBatchSampler(lengths, 120, shuffle=False, longest_first=True)
+    assert list(evaluation) == naive_batches(longest_first, lengths, 120) and len(evaluation) == len(list(evaluation))
+    assert sum(padded_tokens(lengths, b) for b in evaluation) < sum(padded_tokens(lengths, b) for b in batches)
+    with pytest.raises(ValueError, match="longest_first orders the fixed"):
+        TokenBudgetBatchSampler(lengths, 120, longest_first=True)
 
 
 def test_bad_budgets_are_refused():
