@@ -57,7 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quality  # noqa: E402  (benchmarks/ is on sys.path with this script)
 from quality_lib.corpus import build_parser, parse_cached  # noqa: E402
-from quality_lib.runner import device_description, score, translate  # noqa: E402
+from quality_lib.runner import device_description  # noqa: E402
+from quality_lib.translation import score, translate  # noqa: E402
 from quality_lib.summary import bleu_statistics, paired_bootstrap  # noqa: E402
 from results_md import write_section  # noqa: E402
 from hf_syntax_mt.syntax import PreParsedAnnotator, apply_source_spacing  # noqa: E402

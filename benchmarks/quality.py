@@ -60,7 +60,8 @@ the baseline (one-sided), with the 95% interval of the difference. The same on e
 source length (where in the sentence a method gains).
 
 The code lives in `benchmarks/quality_lib/`: `recipes.py` (recipes, their runs, corpus files), `corpus.py`
-(parsers, parse caches, tokenizer), `runner.py` (training, translation, scoring), `summary.py` (statistics,
+(parsers, parse caches, tokenizer), `runner.py` (training, selected and averaged models), `translation.py`
+(translation, scoring, the blind test set), `summary.py` (statistics,
 RESULTS.md tables, charts) and `carry.py` (what a GPU machine without the parsers needs); this script is the
 command line.
 """

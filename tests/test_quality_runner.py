@@ -21,7 +21,7 @@ from hf_syntax_mt.syntax import Annotation, Annotator, locate_words
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import quality  # noqa: E402
-from quality_lib import carry, corpus, recipes, runner, summary  # noqa: E402
+from quality_lib import carry, corpus, recipes, runner, summary, translation  # noqa: E402
 
 TINY = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
             encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.0)
@@ -195,7 +195,7 @@ def test_blind_line_the_processor_rejects_stays_empty(setup, monkeypatch):
     corpus_ = corpus.Corpus(recipe, root / "runs")
     model, tokenizer = runner.load_saved_model(root / "runs" / recipe["name"] / "transformer_abs" / "seed1", corpus_, "cpu")
     sources = (data / "blind.src").read_text().splitlines()
-    translate = runner.translate
+    translate = translation.translate
 
     def rejecting(model, tokenizer, texts, *args):
         if sources[4] in texts:
@@ -203,10 +203,10 @@ def test_blind_line_the_processor_rejects_stays_empty(setup, monkeypatch):
         return translate(model, tokenizer, texts, *args)
 
     prefix = root / "blind_probe" / "seed1"
-    expected = runner.translate_blind(model, tokenizer, corpus_, prefix)
+    expected = translation.translate_blind(model, tokenizer, corpus_, prefix)
     expected_lines = (REPO / expected["hypotheses"]).read_text().splitlines()
-    monkeypatch.setattr(runner, "translate", rejecting)
-    out = runner.translate_blind(model, tokenizer, corpus_, prefix)
+    monkeypatch.setattr(translation, "translate", rejecting)
+    out = translation.translate_blind(model, tokenizer, corpus_, prefix)
     lines = (REPO / out["hypotheses"]).read_text().splitlines()
     assert out["untranslated_lines"] == [3, 5] and lines[4] == "" and len(lines) == 6
     assert lines[:4] + lines[5:] == expected_lines[:4] + expected_lines[5:]
@@ -491,7 +491,7 @@ def test_parse_head_accuracy_matches_predict_heads_per_sentence():
     batches = [{"input_ids": pad([s[0] for s in group], 0), "attention_mask": pad([[1] * len(s[0]) for s in group], 0),
                 "source_heads": pad([s[1] for s in group], -100), "labels": pad([s[2] for s in group], -100),
                 "target_heads": pad([s[3] for s in group], -100)} for group in (sentences[:4], sentences[4:])]
-    fast = runner.parse_head_accuracy(model, batches)
+    fast = translation.parse_head_accuracy(model, batches)
 
     counts = {"source": [0, 0], "target": [0, 0]}
     for ids, source_heads, labels, target_heads in sentences:
@@ -505,7 +505,7 @@ def test_parse_head_accuracy_matches_predict_heads_per_sentence():
                 counts["target"][0] += int(heads["target_heads"][0, t] == gold)
                 counts["target"][1] += 1
     assert fast == {side: round(100 * c / n, 2) for side, (c, n) in counts.items()}
-    assert runner.parse_head_accuracy(SyntaxMTForConditionalGeneration(
+    assert translation.parse_head_accuracy(SyntaxMTForConditionalGeneration(
         SyntaxMTConfig.from_preset("transformer_abs", vocab_size=40, **TINY)), batches) is None
 
 
@@ -916,7 +916,7 @@ def test_translate_batches_sentences_of_similar_length_and_returns_corpus_order(
 
     monkeypatch.setattr(hf_syntax_mt.data, "SyntaxFeatureProcessor", Processor)
     sources = ["a", "bbbb", "cc", "ddd", "eeeee"]
-    hyps = runner.translate(Model(), Tokenizer(), sources, [f"parse{i}" for i in range(5)], 1, 10, 10, batch_size=2)
+    hyps = translation.translate(Model(), Tokenizer(), sources, [f"parse{i}" for i in range(5)], 1, 10, 10, batch_size=2)
     assert hyps == ["A", "BBBB", "CC", "DDD", "EEEEE"]
     assert seen == [(["eeeee", "bbbb"], ["parse4", "parse1"]), (["ddd", "cc"], ["parse3", "parse2"]), (["a"], ["parse0"])]
 
@@ -1038,7 +1038,7 @@ def test_tune_split_selects_and_the_averaged_model_is_reported_beside_the_select
     model, tokenizer = runner.load_saved_model(run_dir / "averaged", corpus_, "cpu")
     for split in ("dev", "tune"):
         sources, refs = corpus_.texts[split]
-        hyps = runner.translate(model, tokenizer, sources, corpus_.parses(sources, "source", corpus_.paths[split][0]),
+        hyps = translation.translate(model, tokenizer, sources, corpus_.parses(sources, "source", corpus_.paths[split][0]),
                                 2, 12, 32)
         result = run[f"{split}_averaged"]
         assert Path(result["hypotheses"]).name == f"seed1.{split}.averaged.beam2.txt"
@@ -1134,7 +1134,7 @@ def test_summary_reports_selected_and_averaged_models(tune_setup):
             hyps[:lines_right] = refs[:lines_right]
             path = results / preset / Path(seed2[key]["hypotheses"]).name.replace("seed1", "seed2")
             path.write_text("".join(h + "\n" for h in hyps))
-            seed2[key] = {**seed2[key], **runner.score(hyps, refs, "13a"), "hypotheses": str(path)}
+            seed2[key] = {**seed2[key], **translation.score(hyps, refs, "13a"), "hypotheses": str(path)}
         (results / preset / "seed2.json").write_text(json.dumps({**seed2, "seed": 2}))
     old = json.loads((results / "transformer_abs" / "seed1.json").read_text())
     new_keys = ("selection_split", "tune", "dev_averaged", "tune_averaged", "extra_averaged", "test_averaged",
