@@ -430,6 +430,8 @@ def main(argv=None) -> None:
                         help="summary: compare with the plain Marian runs of this results dir when --results-dir has "
                              "none (they are shared by every --syntax-lr-multiplier; same lr and epochs required)")
     args = parser.parse_args(argv)
+    if args.baseline_dir is not None and not (args.baseline_dir / "marian").is_dir():
+        parser.error(f"--baseline-dir {args.baseline_dir}: no marian/ folder of plain-Marian results there")
     name = "marian_finetune_smoke" if args.smoke else "marian_finetune"
     args.runs_dir = (args.runs_dir or quality.DEFAULT_RUNS.parent / name).resolve()
     args.results_dir = (args.results_dir or (args.runs_dir / "results" if args.smoke else DEFAULT_RESULTS)).resolve()
