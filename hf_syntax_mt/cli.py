@@ -136,32 +136,54 @@ def _annotate_with_own_parser(args, model_dir: str) -> int:
     """A self-parsing model's own word-level trees as CoNLL-U (`model_parsing.parse_with_model`); the
     words of `--conllu` (e.g. a treebank's gold tokens, placed by the file's spans, so a multi-word token
     such as "zum" = "zu" + "dem" keeps its place, when the model's `source_spacing` leaves the `# text`
-    unchanged; else found by their forms) or the tokenizer's units. Empty lines give no sentence and
-    one message on stderr."""
+    unchanged; else found by their forms) or the tokenizer's units. Empty lines and gold sentences that
+    cannot be read give no sentence and one message on stderr; the others keep their numbers."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from .model_parsing import parse_with_model
-    from .syntax import apply_source_spacing, read_conllu, to_conllu
+    from .syntax import apply_source_spacing, read_conllu_with_errors, to_conllu
 
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     words = spans = None
+    unreadable = {}  # index of a gold sentence that cannot be read -> why
     if args.conllu:
-        gold = read_conllu(args.conllu)
-        texts, words = [a.text for a in gold], [a.words for a in gold]
+        gold, errors = read_conllu_with_errors(args.conllu)
+        unreadable = {err.number - 1: str(err) for err in errors}
+        readable = iter(gold)
+        gold = [None if i in unreadable else next(readable) for i in range(len(gold) + len(errors))]
+        texts = ["" if a is None else a.text for a in gold]
+        words = [[] if a is None else a.words for a in gold]
         if all(apply_source_spacing(text, model.config.source_spacing) == text for text in texts):
-            spans = [a.spans for a in gold]
+            spans = [[] if a is None else a.spans for a in gold]
     else:
         texts = _decoded_lines(_read_input(args.input), "annotate")
     keep = [i for i, text in enumerate(texts) if text.strip()]
     for i in sorted(set(range(len(texts))) - set(keep)):
-        print(f"hf-syntax-mt annotate: line {i + 1} is empty (no sentence written)", file=sys.stderr)
+        why = unreadable.get(i, f"line {i + 1} is empty")
+        print(f"hf-syntax-mt annotate: {why} (no sentence written)", file=sys.stderr)
     parsed = parse_with_model(model, tokenizer, [texts[i] for i in keep],
                               words=None if words is None else [words[i] for i in keep],
                               spans=None if spans is None else [spans[i] for i in keep])
     for i, annotation in zip(keep, parsed):
         sys.stdout.write(to_conllu(annotation, sent_id=str(i + 1)) + "\n")
     return 0
+
+
+def _annotate_lines(annotator, texts: list[str]) -> list:
+    """The annotation of every text, or where the parser rejects one (ValueError: e.g. an invalid tree in
+    `--conllu`) the message why, so that one bad line does not lose the others."""
+    try:
+        return annotator.annotate(texts)
+    except ValueError:
+        pass
+    out = []
+    for text in texts:
+        try:
+            out.append(annotator.annotate([text])[0])
+        except ValueError as err:
+            out.append(str(err))
+    return out
 
 
 def cmd_annotate(args) -> int:
@@ -195,8 +217,13 @@ def cmd_annotate(args) -> int:
                                            distance_source=args.distance_source,
                                            source_spacing=getattr(config, "source_spacing", "as_is"))
     texts = _decoded_lines(lines, "annotate")
-    annotations = annotator.annotate(processor.prepare_sources(texts) if processor is not None else texts)
+    annotations = _annotate_lines(annotator, processor.prepare_sources(texts) if processor is not None else texts)
     for number, (line, a) in enumerate(zip(texts, annotations), 1):
+        if isinstance(a, str):
+            print(f"hf-syntax-mt annotate: line {number}: could not parse: {a} (its row gives the error)",
+                  file=sys.stderr)
+            sys.stdout.write(json.dumps({"line": number, "text": line, "error": a}, ensure_ascii=False) + "\n")
+            continue
         row = {"line": number, "text": line, "words": a.words, "heads": a.heads, "deprels": a.deprels,
                "sentence_ids": a.sentence_ids, "trees": a.trees}
         if a.words:

@@ -173,6 +173,7 @@ def test_parser_and_preparsed_input_together_are_refused(capsys):
 def test_annotate_dumps_trees_and_features(capsys):
     out, _ = trained_model(DEP)
     data = synthetic_corpus()
+    capsys.readouterr()  # the Trainer's logs, where this test trained the model
     assert main(["annotate", "--model", str(out), "--conllu", str(data / "dev.src.conllu"),
                  "--trees", str(data / "dev.src.tree"), str(data / "dev.src")]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -183,6 +184,25 @@ def test_annotate_dumps_trees_and_features(capsys):
     assert len(row["tokens"]) == len(row["source_heads"]) == len(row["source_distances"])
     assert row["tokens"][-1] == "</s>" and row["source_heads"][-1] == -100
 
+
+
+def test_annotate_reports_a_sentence_that_is_not_a_tree_and_annotates_the_rest(capsys):
+    conllu = scratch_dir("cli_annotate") / "gold.conllu"
+    rows = {"a b": [("a", 2, "nsubj"), ("b", 0, "root")], "c d": [("c", 2, "nsubj"), ("d", 1, "dep")],
+            "e f": [("e", 0, "root"), ("f", 1, "dep")]}  # "c d": a cycle
+    conllu.write_text("".join(f"# text = {text}\n" + "".join(f"{i}\t{form}\t_\t_\t_\t_\t{head}\t{rel}\t_\t_\n"
+                                                         for i, (form, head, rel) in enumerate(words, 1)) + "\n"
+                              for text, words in rows.items()), encoding="utf-8")
+    infile = conllu.with_name("in.txt")
+    infile.write_text("".join(text + "\n" for text in rows), encoding="utf-8")
+    assert main(["annotate", "--conllu", str(conllu), str(infile)]) == 0
+    out = capsys.readouterr()
+    written = [json.loads(line) for line in out.out.splitlines()]
+    assert [row["line"] for row in written] == [1, 2, 3]
+    assert written[0]["heads"] == [1, 1] and written[2]["heads"] == [0, 0]
+    assert written[1] == {"line": 2, "text": "c d",
+                          "error": "CoNLL-U sentence 2: the heads form a cycle through words 1 -> 2 -> 1"}
+    assert "line 2: could not parse: CoNLL-U sentence 2" in out.err
 
 @pytest.mark.parametrize("kind", ["relations", "sla", "attention"])
 def test_plot_writes_png(kind):

@@ -316,3 +316,18 @@ def test_annotate_prints_the_models_own_trees_as_conllu(trained_self_parser, cap
     assert main(["annotate", "--model", str(trained_self_parser), str(source)]) == 0
     out = capsys.readouterr()
     assert len(read_conllu(out.out)) == 1 and "line 2 is empty" in out.err
+
+
+def test_annotate_skips_a_gold_sentence_it_cannot_read_and_keeps_the_others(trained_self_parser, capsys):
+    blocks = (synthetic_corpus() / "dev.src.conllu").read_text(encoding="utf-8").strip().split("\n\n")[:3]
+    broken = [line.replace("\t", " ") if line[:1].isdigit() else line for line in blocks[1].splitlines()]
+    damaged = scratch_dir("annotate_damaged") / "gold.conllu"
+    damaged.write_text("\n\n".join([blocks[0], "\n".join(broken), blocks[2]]) + "\n\n", encoding="utf-8")
+    assert main(["annotate", "--model", str(trained_self_parser), "--conllu", str(damaged)]) == 0
+    out = capsys.readouterr()
+    own = read_conllu(out.out)
+    gold = read_conllu("\n\n".join([blocks[0], blocks[2]]) + "\n")
+    assert [a.words for a in own] == [a.words for a in gold]
+    assert "# sent_id = 1" in out.out and "# sent_id = 3" in out.out and "# sent_id = 2" not in out.out
+    assert "CoNLL-U sentence 2 (sent_id dev-2): expected 10 tab-separated columns" in out.err
+    assert "no sentence written" in out.err
