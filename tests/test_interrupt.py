@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -19,7 +20,10 @@ STEPS = dict(max_steps=7, logging_steps=1, save_strategy="no", eval_strategy="no
 
 
 class SignalAtStep(TrainerCallback):
-    """Sends `signals` to this process while step `step` runs (after its batch is drawn)."""
+    """Sends `signals` to this process while step `step` runs (after its batch is drawn). Each signal after the
+    first waits until the handler of the one before has run, as a person's second Ctrl-C does: two signals sent
+    back to back can reach Python as one (on a busy machine the kernel may deliver them to another thread before
+    the main thread runs the handler)."""
 
     def __init__(self, step, *signals):
         self.step, self.signals = step, signals
@@ -27,7 +31,11 @@ class SignalAtStep(TrainerCallback):
     def on_step_begin(self, args, state, control, **kwargs):
         if state.global_step + 1 == self.step:
             for number in self.signals:
+                handler = signal.getsignal(number)
                 os.kill(os.getpid(), number)
+                deadline = time.monotonic() + 10
+                while signal.getsignal(number) == handler and time.monotonic() < deadline:
+                    time.sleep(0.001)  # lets the main thread run the handler
 
 
 def dropout_args(output_dir, **training):
