@@ -3,7 +3,7 @@
     python benchmarks/quality.py parse   --recipe R                  # parse caches + alignment check
     python benchmarks/quality.py run     --recipe R --presets A,B --seeds 1,2,3 [--extra-eval name=src,tgt]
     python benchmarks/quality.py run     --recipe R --evaluate-only RUN_DIR_OR_CHECKPOINT --extra-eval ...
-    python benchmarks/quality.py blind   --recipe R [--presets A,B --seeds 1,2]   # missing blind test translations
+    python benchmarks/quality.py blind   --recipe R [--presets A,B --seeds 1,2]   # missing blind translations (selected, averaged)
     python benchmarks/quality.py summary --recipe R [--recipe R2 ...]   # model_cards/RESULTS.md + PNG (other recipes kept)
     python benchmarks/quality.py carry   --recipe R [--recipe R2 ...] --to DIR   # data, parses, tokenizer for a bare machine
 
@@ -115,7 +115,8 @@ def build_parser_cli() -> argparse.ArgumentParser:
     p_run.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                        help="Train and translate on the CPU or the GPU (the result records which machine)")
     p_blind = sub.add_parser("blind", parents=[common], help="Translate the blind test set with every finished run "
-                             "that has no such translation yet and whose saved model exists")
+                             "(its selected model, and its averaged model where it reports one) that has no such "
+                             "translation yet and whose saved model exists")
     p_blind.add_argument("--presets", default=None, help="Comma-separated run names (default: all)")
     p_blind.add_argument("--seeds", default=None, help="Comma-separated seeds (default: all)")
     p_blind.add_argument("--threads", type=int, default=2, help="torch threads")

@@ -1062,6 +1062,18 @@ def test_tune_split_selects_and_the_averaged_model_is_reported_beside_the_select
     assert again["dev_averaged"]["bleu"] == run["dev_averaged"]["bleu"] and again["dev"] == run["dev"]
     assert json.loads(result_path.read_text())["test_averaged"]["hypotheses"] == run["test_averaged"]["hypotheses"]
 
+    # `quality.py blind` writes the averaged model's blind translation where it is missing, from <run_dir>/averaged,
+    # and leaves the selected model's alone
+    selected_blind = REPO / run["test"]["hypotheses"]
+    selected_mtime, expected = selected_blind.stat().st_mtime_ns, blind.read_text()
+    blind.unlink()
+    result_path.write_text(json.dumps({**json.loads(result_path.read_text()), "test_averaged": None}))
+    (written,) = quality.main(["blind", *common])
+    assert written["test_averaged"]["hypotheses"] == run["test_averaged"]["hypotheses"] and blind.read_text() == expected
+    assert json.loads(result_path.read_text())["test_averaged"] == written["test_averaged"]
+    assert selected_blind.stat().st_mtime_ns == selected_mtime and written["test"] == run["test"]
+    assert quality.main(["blind", *common]) == []  # nothing missing any more
+
 
 def test_runs_without_tune_or_averaging_record_it(setup):
     root, data, recipe_path, common = setup

@@ -397,7 +397,9 @@ def evaluate_only(corpus: Corpus, checkpoint: Path, args) -> dict:
 
 def blind_command(args) -> list[dict]:
     """Write the missing blind test translations: every finished run of the recipes (narrowed by `--presets` /
-    `--seeds`) whose result has none and whose saved model is still in the runs dir; the others are listed."""
+    `--seeds`) whose result has none and whose saved model is still in the runs dir, and, for a run reported with
+    an averaged model (`averaged_checkpoints`), that model's (`.test.averaged`) from `<run_dir>/averaged`; the runs
+    whose model is gone are listed."""
     import torch
 
     torch.set_num_threads(args.threads)
@@ -416,16 +418,21 @@ def blind_command(args) -> list[dict]:
             if (presets and out["preset"] not in presets) or (seeds and out["seed"] not in seeds):
                 continue
             prefix = result_path.with_suffix("")
-            if out.get("test") and blind_path(prefix, recipe["final_num_beams"]).is_file():
-                continue
             _, run_dir = run_paths(args.results_dir, args.runs_dir, recipe, out["preset"], out["seed"])
-            if not (run_dir / "config.json").is_file():
-                no_model.append(f"{out['preset']} seed {out['seed']}")
+            missing = [(key, label, model_dir) for key, label, model_dir in
+                       (("test", "", run_dir), ("test_averaged", ".averaged", run_dir / AVERAGED_DIR))
+                       if (key == "test" or out.get("averaged_checkpoints"))
+                       and not (out.get(key) and blind_path(prefix, recipe["final_num_beams"], label).is_file())]
+            for key, label, model_dir in missing:
+                if not (model_dir / "config.json").is_file():
+                    no_model.append(f"{out['preset']} seed {out['seed']}{label}")
+                    continue
+                logger.info("%s seed %d: translating the blind test set with %s", out["preset"], out["seed"], model_dir)
+                model, tokenizer = load_saved_model(model_dir, corpus, args.device)
+                record_parser(model, corpus, model_dir)
+                out[key] = translate_blind(model, tokenizer, corpus, prefix, label)
+            if not any(out.get(key) for key, _, _ in missing):
                 continue
-            logger.info("%s seed %d: translating the blind test set with %s", out["preset"], out["seed"], run_dir)
-            model, tokenizer = load_saved_model(run_dir, corpus, args.device)
-            record_parser(model, corpus, run_dir)
-            out["test"] = translate_blind(model, tokenizer, corpus, prefix)
             out.setdefault("evaluate_only_commands", []).append(args.command)
             result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
             written.append(out)
