@@ -170,22 +170,6 @@ def _annotate_with_own_parser(args, model_dir: str) -> int:
     return 0
 
 
-def _annotate_lines(annotator, texts: list[str]) -> list:
-    """The annotation of every text, or where the parser rejects one (ValueError: e.g. an invalid tree in
-    `--conllu`) the message why, so that one bad line does not lose the others."""
-    try:
-        return annotator.annotate(texts)
-    except ValueError:
-        pass
-    out = []
-    for text in texts:
-        try:
-            out.append(annotator.annotate([text])[0])
-        except ValueError as err:
-            out.append(str(err))
-    return out
-
-
 def cmd_annotate(args) -> int:
     from .pipeline import model_location
 
@@ -217,12 +201,12 @@ def cmd_annotate(args) -> int:
                                            distance_source=args.distance_source,
                                            source_spacing=getattr(config, "source_spacing", "as_is"))
     texts = _decoded_lines(lines, "annotate")
-    annotations = _annotate_lines(annotator, processor.prepare_sources(texts) if processor is not None else texts)
+    annotations = annotator.annotate_each(processor.prepare_sources(texts) if processor is not None else texts)
     for number, (line, a) in enumerate(zip(texts, annotations), 1):
-        if isinstance(a, str):
+        if isinstance(a, ValueError):
             print(f"hf-syntax-mt annotate: line {number}: could not parse: {a} (its row gives the error)",
                   file=sys.stderr)
-            sys.stdout.write(json.dumps({"line": number, "text": line, "error": a}, ensure_ascii=False) + "\n")
+            sys.stdout.write(json.dumps({"line": number, "text": line, "error": str(a)}, ensure_ascii=False) + "\n")
             continue
         row = {"line": number, "text": line, "words": a.words, "heads": a.heads, "deprels": a.deprels,
                "sentence_ids": a.sentence_ids, "trees": a.trees}

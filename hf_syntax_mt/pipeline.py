@@ -235,16 +235,12 @@ class SyntaxTranslationPipeline(Pipeline):
     def _parse(self, texts, positions, errors):
         """Parse a batch; if the parser rejects it (ValueError), parse line by line and record the
         failing lines in `errors` so that the rest of the batch is still translated."""
-        try:
-            return list(zip(positions, self.annotator.annotate(texts)))
-        except ValueError:
-            pass
         out = []
-        for position, text in zip(positions, texts):
-            try:
-                out.append((position, self.annotator.annotate([text])[0]))
-            except ValueError as err:
-                errors[position] = f"could not parse: {err}"
+        for position, annotation in zip(positions, self.annotator.annotate_each(texts)):
+            if isinstance(annotation, ValueError):
+                errors[position] = f"could not parse: {annotation}"
+            else:
+                out.append((position, annotation))
         return out
 
     def _forward(self, batch, **generate_kwargs):

@@ -50,6 +50,21 @@ class Annotator:
         parsed = iter(parsed)
         return [next(parsed) if t.strip() else empty_annotation(t) for t in texts]
 
+    def annotate_each(self, texts: Sequence[str]) -> list:
+        """`annotate(texts)`, but where the parser rejects a text (ValueError) that text's entry is the error and
+        the others are still annotated: the batch first, then text by text once it fails."""
+        try:
+            return self.annotate(list(texts))
+        except ValueError:
+            pass
+        out = []
+        for text in texts:
+            try:
+                out.append(self.annotate([text])[0])
+            except ValueError as err:
+                out.append(err)
+        return out
+
     def to_dict(self) -> dict:
         return {"type": self.name, **self.settings()}
 
