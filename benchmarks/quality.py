@@ -112,6 +112,10 @@ def build_parser_cli() -> argparse.ArgumentParser:
     p_run.add_argument("--stop-training-by", type=float, default=None, metavar="UNIX_TIME",
                        help="End training at the last epoch that ends before this time (a lent machine's limit), "
                             "then finish the run as usual; the result records the epoch it stopped after")
+    p_run.add_argument("--continue-stopped", action="store_true",
+                       help="Train on the runs a --stop-training-by deadline stopped before their schedule ended, "
+                            "from their last checkpoint (the stopped result and its translations move to "
+                            "<preset>/stopped/seed<k>.after_epoch<N>.*), and write their results again")
     p_run.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                        help="Train and translate on the CPU or the GPU (the result records which machine)")
     p_blind = sub.add_parser("blind", parents=[common], help="Translate the blind test set with every finished run "

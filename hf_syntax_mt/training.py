@@ -58,7 +58,7 @@ from transformers import (
     Seq2SeqTrainingArguments,
 )
 from transformers.trainer import TRAINER_STATE_NAME
-from transformers.trainer_callback import TrainerState
+from transformers.trainer_callback import ExportableState, TrainerState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy, get_last_checkpoint
 
 from .configuration_syntax_mt import SyntaxMTConfig
@@ -448,6 +448,22 @@ def _card_info(config, raw, data_args: DataArguments, split_files: dict, *, prep
     )
 
 
+def _restore_callback_states(trainer: SyntaxMTSeq2SeqTrainer, checkpoint: str) -> None:
+    """Give the trainer's stateful callbacks (`EarlyStoppingCallback`'s count of evaluations without a gain) the
+    state `checkpoint` saved, so that a resumed run stops where a straight run would. The Trainer's own
+    `restore_callback_states_from_checkpoint` would also restore the control flags, and a run stopped by a
+    deadline or a signal saved `should_training_stop`: it would stop again at once."""
+    saved = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)).stateful_callbacks or {}
+    for callback in trainer.callback_handler.callbacks:
+        states = saved.get(type(callback).__name__)
+        if not isinstance(callback, ExportableState) or not states:
+            continue
+        state = states[0] if isinstance(states, list) else states
+        for attribute, value in state.get("attributes", {}).items():
+            setattr(callback, attribute, value)
+        logger.info("%s restored from %s: %s", type(callback).__name__, checkpoint, state.get("attributes"))
+
+
 def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
                      interrupt: Optional[InterruptCallback] = None) -> dict:
     """Train from scratch or from the output dir's last checkpoint (`--overwrite_output_dir` deletes the
@@ -484,6 +500,8 @@ def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
     if training_args.should_save:
         clear_call_state(tokenizer)
         tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
+    if checkpoint:
+        _restore_callback_states(trainer, checkpoint)
     with interrupt.handling_signals() if interrupt is not None else contextlib.nullcontext():
         result = trainer.train(resume_from_checkpoint=checkpoint)
     if interrupt is not None and interrupt.step is not None:

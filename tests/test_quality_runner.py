@@ -1266,3 +1266,94 @@ def test_summary_by_length_buckets_against_a_naive_count(setup):
         bad["length_buckets"] = [10, 5]
         (root / "bad.json").write_text(json.dumps(bad))
         recipes.load_recipe(root / "bad.json")
+
+
+def test_a_run_a_deadline_stopped_trains_on_with_continue_stopped_to_the_weights_of_a_straight_run(setup, monkeypatch):
+    """A run stopped by `--stop-training-by` after epoch 1 of 3 has a result (its figures are provisional); running
+    it again skips it, `--continue-stopped` trains it on from its last checkpoint to the end of its schedule (the
+    same last weights as a straight run), moves the stopped result and its translations to stopped/, and names them."""
+    import time
+
+    import torch
+    from safetensors.torch import load_file
+
+    from hf_syntax_mt import training
+
+    root, data, recipe_path, _ = setup
+    folder = root / "continue"
+    folder.mkdir()
+    recipe = {k: v for k, v in json.loads(recipe_path.read_text()).items() if k not in ("comparisons", "variants", "grid")}
+    recipe["data"] = {**recipe["data"], "dev": [str(data / "test.src"), str(data / "test.tgt")],
+                      "tune": [str(data / "dev.src"), str(data / "dev.tgt")]}
+    recipe.update(average_last_k=2, early_stopping_patience=5, presets=["transformer_abs"])
+    recipe["training"] = {**recipe["training"], "num_train_epochs": 3, "eval_strategy": "epoch",
+                          "save_strategy": "epoch", "logging_steps": 1}  # 48 pairs, batches of 16: 3 steps an epoch
+    (folder / "recipe.json").write_text(json.dumps(recipe))
+
+    def common(name):
+        return ["--recipe", str(folder / "recipe.json"), "--runs-dir", str(folder / name / "runs"),
+                "--results-dir", str(folder / name / "results"), "--presets", "transformer_abs", "--seeds", "1"]
+
+    class StopAfterFirstEpoch(runner.TrainingDeadline):
+        def on_epoch_end(self, args, state, control, **kwargs):
+            if round(state.epoch) == 1:
+                control.should_training_stop, self.stopped_after_epoch = True, 1
+            return control
+
+    straight = quality.main(["run", *common("straight")])[0]
+    monkeypatch.setattr(runner, "TrainingDeadline", StopAfterFirstEpoch)
+    (stopped,) = quality.main(["run", *common("cut"), "--stop-training-by", str(time.time() + 3600)])
+    assert stopped["stopped_by_deadline_after_epoch"] == 1 and stopped["steps"] == 3 and stopped["epochs"] == 1.0
+    results = folder / "cut" / "results" / recipe["name"] / "transformer_abs"
+    old_dev = (REPO / stopped["dev"]["hypotheses"]).read_text()
+
+    train = training.train
+    monkeypatch.setattr(training, "train", lambda *a, **k: pytest.fail("a finished run was trained again"))
+    assert quality.main(["run", *common("cut")]) == [stopped]  # without the flag: kept as it is
+    monkeypatch.setattr(training, "train", train)
+    (continued,) = quality.main(["run", *common("cut"), "--continue-stopped"])
+    assert continued["resumed_from_step"] == 3 and continued["steps"] == 9 and continued["epochs"] == 3.0
+    assert continued["stopped_by_deadline_after_epoch"] is None
+    archived = (REPO / continued["continued_from"]).resolve()
+    assert archived == results / "stopped" / "seed1.after_epoch1.json"
+    kept = json.loads(archived.read_text())
+    assert kept["steps"] == 3 and Path(kept["dev"]["hypotheses"]).name == "seed1.after_epoch1.dev.beam2.txt"
+    assert (REPO / kept["dev"]["hypotheses"]).read_text() == old_dev
+    assert (REPO / kept["test"]["hypotheses"]).is_file() and (REPO / kept["dev_averaged"]["hypotheses"]).is_file()
+    straight_results = folder / "straight" / "results" / recipe["name"] / "transformer_abs"
+    assert sorted(p.name for p in results.glob("seed1.*")) == sorted(p.name for p in straight_results.glob("seed1.*"))
+    # the continued run ends with the straight run's weights, selection and averaged checkpoints
+    last = [load_file(Path(run["run_dir"]) / "checkpoint-9" / "model.safetensors") for run in (straight, continued)]
+    for name, tensor in last[0].items():
+        torch.testing.assert_close(last[1][name], tensor)
+    assert continued["tune_bleu_by_eval"] == straight["tune_bleu_by_eval"]
+    assert continued["best_checkpoint"] == straight["best_checkpoint"]
+    assert continued["averaged_checkpoints"] == straight["averaged_checkpoints"]
+    assert continued["dev"]["bleu"] == straight["dev"]["bleu"]
+
+
+def test_resuming_restores_the_early_stopping_count_but_not_the_stop_flag(tmp_path):
+    """A checkpoint saved by a run that a deadline or a signal stopped holds `should_training_stop`; resuming takes
+    the early-stopping callback's count of evaluations without a gain from it, and leaves the control flags alone."""
+    from transformers import EarlyStoppingCallback, TrainerControl, TrainerState
+    from transformers.trainer_callback import CallbackHandler
+
+    from hf_syntax_mt import training
+
+    state = TrainerState(global_step=6)
+    early = EarlyStoppingCallback(early_stopping_patience=3)
+    early.early_stopping_patience_counter = 2
+    control = TrainerControl(should_training_stop=True)
+    state.stateful_callbacks = {"EarlyStoppingCallback": early.state(), "TrainerControl": control.state()}
+    (tmp_path / "checkpoint-6").mkdir()
+    state.save_to_json(str(tmp_path / "checkpoint-6" / "trainer_state.json"))
+
+    fresh = EarlyStoppingCallback(early_stopping_patience=3)
+
+    class Trainer:
+        callback_handler = CallbackHandler([fresh], None, None, None, None)
+        control = TrainerControl()
+
+    training._restore_callback_states(Trainer, str(tmp_path / "checkpoint-6"))
+    assert fresh.early_stopping_patience_counter == 2
+    assert not Trainer.control.should_training_stop

@@ -138,8 +138,9 @@ class RunInterrupted(Exception):
         self.signal_number = signal_number
 
 
-def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
-    """Train one (preset, seed) with the recipe, then translate dev with the final beam."""
+def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Optional[str] = None) -> dict:
+    """Train one (preset, seed) with the recipe (from its last checkpoint, if any), then translate dev with the
+    final beam. `continued_from`: the archived result of the same run that a deadline stopped earlier."""
     import torch
 
     from hf_syntax_mt.training import train
@@ -217,6 +218,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args) -> dict:
         "stopped_by_deadline_after_epoch": deadline.stopped_after_epoch if deadline else None,
         "best_checkpoint": os.path.basename(state.best_model_checkpoint or "") or None,
         "resumed_from_step": resumed_step or None,  # then runtime and tokens/s cover this process only
+        "continued_from": continued_from,
         "train_runtime_seconds": round(metrics.get("train_runtime", 0.0), 1),
         "wall_time_seconds": round(time.time() - start, 1),
         "train_tokens_per_second": round(train_tokens * epochs_this_process / max(metrics.get("train_runtime", 1e-9), 1e-9)),
@@ -461,11 +463,27 @@ def run(args) -> list[dict]:
 
 
 def run_one(corpus: Corpus, preset: str, seed: int, args) -> Optional[dict]:
-    """Train one (preset, seed) unless its result exists (then only missing extra sets are scored)
-    or another process holds its lock."""
+    """Train one (preset, seed) unless its result exists (then only missing extra sets are scored; a run that a
+    deadline stopped trains on with `--continue-stopped`) or another process holds its lock."""
     result_path, run_dir = run_paths(args.results_dir, args.runs_dir, corpus.recipe, preset, seed)
+    continued_from = None
     if result_path.is_file():
         done = json.loads(result_path.read_text())
+        stopped = done.get("stopped_by_deadline_after_epoch")
+        if stopped and getattr(args, "continue_stopped", False):
+            if not any(run_dir.glob("checkpoint-*")):
+                logger.error("%s seed %d: cannot continue the run a deadline stopped after epoch %d: its checkpoints "
+                             "are not in %s (trained on another machine?); its result %s is kept", preset, seed,
+                             stopped, run_dir, result_path)
+                return done
+            continued_from = archive_stopped_result(result_path, done)
+            logger.info("%s seed %d: stopped by a deadline after epoch %d; training on from its last checkpoint (the "
+                        "stopped result is kept in %s)", preset, seed, stopped, continued_from)
+    if result_path.is_file():
+        done = json.loads(result_path.read_text())
+        if done.get("stopped_by_deadline_after_epoch"):
+            logger.info("%s seed %d: a deadline stopped it after epoch %d of %s; --continue-stopped trains it on",
+                        preset, seed, done["stopped_by_deadline_after_epoch"], done.get("planned_epochs"))
         missing = {k: v for k, v in parse_extra_evals(args.extra_eval).items() if k not in done.get("extra", {})}
         if corpus.recipe.get("average_last_k") and done.get("averaged_checkpoints") is None and \
                 any(run_dir.glob("checkpoint-*")):  # stopped between the selected and the averaged translations
@@ -487,9 +505,35 @@ def run_one(corpus: Corpus, preset: str, seed: int, args) -> Optional[dict]:
         logger.warning("%s seed %d: another process is training it (%s), skipped", preset, seed, run_dir)
         return None
     try:
-        return train_one(corpus, preset, seed, args)
+        return train_one(corpus, preset, seed, args, continued_from)
     finally:
         lock.unlink(missing_ok=True)
+
+
+def archive_stopped_result(result_path: Path, out: dict) -> str:
+    """Move the result of a run that a deadline stopped, and the translations it names, to
+    `<preset>/stopped/seed<k>.after_epoch<N>.*` (the result's paths rewritten to match) before the run trains on
+    and writes its result again. Returns the archived result's path, relative to the repository."""
+    prefix, epoch = f"seed{out['seed']}.", out["stopped_by_deadline_after_epoch"]
+    folder = result_path.parent / "stopped"
+    folder.mkdir(exist_ok=True)
+    moved = {}
+    for path in sorted(result_path.parent.glob(prefix + "*")):
+        if path.is_file():
+            target = folder / path.name.replace(prefix, f"{prefix}after_epoch{epoch}.", 1)
+            path.replace(target)
+            moved[os.path.relpath(path, REPO)] = os.path.relpath(target, REPO)
+
+    def renamed(value):
+        if isinstance(value, dict):
+            return {key: renamed(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [renamed(item) for item in value]
+        return moved.get(value, value) if isinstance(value, str) else value
+
+    archived = folder / f"{prefix}after_epoch{epoch}.json"
+    write_result(archived, renamed(out))
+    return os.path.relpath(archived, REPO)
 
 
 def acquire_lock(run_dir: Path) -> Optional[Path]:
