@@ -1306,6 +1306,9 @@ def test_a_run_a_deadline_stopped_trains_on_with_continue_stopped_to_the_weights
     assert stopped["stopped_by_deadline_after_epoch"] == 1 and stopped["steps"] == 3 and stopped["epochs"] == 1.0
     results = folder / "cut" / "results" / recipe["name"] / "transformer_abs"
     old_dev = (REPO / stopped["dev"]["hypotheses"]).read_text()
+    loaded = recipes.load_recipe(folder / "recipe.json")
+    text = summary.summarize_recipe(loaded, folder / "cut" / "results", folder / "charts")
+    assert "| 3¶ |" in text and "provisional: transformer_abs seed 1 after epoch 1 of 3" in text
 
     train = training.train
     monkeypatch.setattr(training, "train", lambda *a, **k: pytest.fail("a finished run was trained again"))
@@ -1330,6 +1333,8 @@ def test_a_run_a_deadline_stopped_trains_on_with_continue_stopped_to_the_weights
     assert continued["best_checkpoint"] == straight["best_checkpoint"]
     assert continued["averaged_checkpoints"] == straight["averaged_checkpoints"]
     assert continued["dev"]["bleu"] == straight["dev"]["bleu"]
+    text = summary.summarize_recipe(loaded, folder / "cut" / "results", folder / "charts")
+    assert "¶" not in text and "| 9 |" in text  # the stopped result under stopped/ is not a run of the table
 
 
 def test_resuming_restores_the_early_stopping_count_but_not_the_stop_flag(tmp_path):

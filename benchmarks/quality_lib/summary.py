@@ -144,13 +144,22 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
             cells += [f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]", f"{t['p_value']:.3f}"] if t else ["–", "–"]
         marks = ("§" if any(r.get("threads", 2) != 2 for r in rs) else "") + \
             ("‡" if any(r.get("resumed_from_step") for r in rs) else "")
-        cells += [str(rs[0]["steps"]), f"{np.mean([r['train_runtime_seconds'] for r in rs]) / 3600:.2f}{marks}",
+        stopped_mark = "¶" if any(r.get("stopped_by_deadline_after_epoch") for r in rs) else ""
+        cells += [f"{rs[0]['steps']}{stopped_mark}", f"{np.mean([r['train_runtime_seconds'] for r in rs]) / 3600:.2f}{marks}",
                   f"{np.mean([r['train_tokens_per_second'] for r in rs]):.0f}{marks}"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Train h and tokens/s are wall-clock figures of a shared 2-core machine (other jobs ran at times); "
               "`benchmarks/speed.py` compares speed properly. ‡ resumed from a checkpoint: the figures cover "
               "the last process only. § trained with a torch thread count other than 2 (`--threads`; 1 when two runs "
               "shared the 2 cores, which gives ≈1.3× the throughput of one 2-thread run, each run slower)."]
+    stopped = [r for r in runs if r.get("stopped_by_deadline_after_epoch")]
+    if stopped:
+        lines[-1] += (" ¶ a deadline (`--stop-training-by`) ended training before the recipe's schedule did, so these "
+                      "figures are provisional: " + ", ".join(
+                          f"{r['preset']} seed {r['seed']} after epoch {r['stopped_by_deadline_after_epoch']} of "
+                          f"{r.get('planned_epochs')}" for r in stopped) +
+                      f"; `python benchmarks/quality.py run --recipe {os.path.relpath(recipe['_path'], REPO)} "
+                      "--continue-stopped` trains them on.")
     if other_precision:
         lines[-1] += (" † seed trained in the other precision than its recipe's `bf16` setting (fp32 or bf16 autocast, "
                       "`--no-bf16` / `--bf16`; e.g. fp32 on a CPU without native bf16, where autocast is far slower); "
