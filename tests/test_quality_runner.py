@@ -979,20 +979,29 @@ def test_eval_order_warning_names_the_references_that_differ(caplog):
 # ---------------------------------------------------------------------------------------------
 
 
+def write_tune_recipe(setup, name: str, changes: dict, training: dict) -> Path:
+    """`<root>/<name>/recipe.json`: the synthetic recipe with a tune split (the 6 dev pairs) and the 5 test pairs as
+    dev (gold CoNLL-U beside them), averaging the last 2 checkpoints, with `changes` and `training` changes."""
+    root, data, recipe_path, _ = setup
+    folder = root / name
+    folder.mkdir()
+    recipe = {k: v for k, v in json.loads(recipe_path.read_text()).items() if k not in ("comparisons", "variants", "grid")}
+    recipe["data"] = {**recipe["data"], "dev": [str(data / "test.src"), str(data / "test.tgt")],
+                      "tune": [str(data / "dev.src"), str(data / "dev.tgt")]}
+    recipe.update(average_last_k=2, **changes)
+    recipe["training"] = {**recipe["training"], **training}
+    (folder / "recipe.json").write_text(json.dumps(recipe))
+    return folder
+
+
 @pytest.fixture(scope="module")
 def tune_setup(setup):
     """The synthetic recipe with a tune split (the 6 dev pairs) and the 5 test pairs as dev (gold CoNLL-U beside
     them), averaging the last 2 checkpoints; its own runs and results folders, so the other tests' summaries do
     not see its runs."""
-    root, data, recipe_path, _ = setup
-    folder = root / "tune"
-    folder.mkdir()
-    recipe = {k: v for k, v in json.loads(recipe_path.read_text()).items() if k not in ("comparisons", "variants", "grid")}
-    recipe["data"] = {**recipe["data"], "dev": [str(data / "test.src"), str(data / "test.tgt")],
-                      "tune": [str(data / "dev.src"), str(data / "dev.tgt")]}
-    recipe.update(average_last_k=2, presets=["transformer_abs", "transformer_dep_rel"])
-    recipe["training"] = {**recipe["training"], "save_total_limit": 1}
-    (folder / "recipe.json").write_text(json.dumps(recipe))
+    data = setup[1]
+    folder = write_tune_recipe(setup, "tune", {"presets": ["transformer_abs", "transformer_dep_rel"]},
+                               {"save_total_limit": 1})
     common = ["--recipe", str(folder / "recipe.json"), "--runs-dir", str(folder / "runs"),
               "--results-dir", str(folder / "results")]
     return folder, data, common
@@ -1279,16 +1288,10 @@ def test_a_run_a_deadline_stopped_trains_on_with_continue_stopped_to_the_weights
 
     from hf_syntax_mt import training
 
-    root, data, recipe_path, _ = setup
-    folder = root / "continue"
-    folder.mkdir()
-    recipe = {k: v for k, v in json.loads(recipe_path.read_text()).items() if k not in ("comparisons", "variants", "grid")}
-    recipe["data"] = {**recipe["data"], "dev": [str(data / "test.src"), str(data / "test.tgt")],
-                      "tune": [str(data / "dev.src"), str(data / "dev.tgt")]}
-    recipe.update(average_last_k=2, early_stopping_patience=5, presets=["transformer_abs"])
-    recipe["training"] = {**recipe["training"], "num_train_epochs": 3, "eval_strategy": "epoch",
-                          "save_strategy": "epoch", "logging_steps": 1}  # 48 pairs, batches of 16: 3 steps an epoch
-    (folder / "recipe.json").write_text(json.dumps(recipe))
+    folder = write_tune_recipe(setup, "continue", {"early_stopping_patience": 5, "presets": ["transformer_abs"]},
+                               {"num_train_epochs": 3, "eval_strategy": "epoch", "save_strategy": "epoch",
+                                "logging_steps": 1})  # 48 pairs, batches of 16: 3 steps an epoch
+    recipe = json.loads((folder / "recipe.json").read_text())
 
     def common(name):
         return ["--recipe", str(folder / "recipe.json"), "--runs-dir", str(folder / name / "runs"),
