@@ -112,8 +112,13 @@ def build_parser_cli() -> argparse.ArgumentParser:
     p_run.add_argument("--stop-training-by", type=float, default=None, metavar="UNIX_TIME",
                        help="End training at the last epoch that ends before this time (a lent machine's limit), "
                             "then finish the run as usual; the result records the epoch it stopped after")
+    p_run.add_argument("--stop-training-after-epoch", type=int, default=None, metavar="N",
+                       help="End training after epoch N (the schedule unchanged: runs of several presets stopped at the "
+                            "same epoch compare at equal training), then finish the run as usual, recorded as "
+                            "--stop-training-by records it")
     p_run.add_argument("--continue-stopped", action="store_true",
-                       help="Train on the runs a --stop-training-by deadline stopped before their schedule ended, "
+                       help="Train on the runs that --stop-training-by / --stop-training-after-epoch stopped before "
+                            "their schedule ended, "
                             "from their last checkpoint (the stopped result and its translations move to "
                             "<preset>/stopped/seed<k>.after_epoch<N>.*), and write their results again")
     p_run.add_argument("--device", choices=("cpu", "cuda"), default="cpu",

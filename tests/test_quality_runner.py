@@ -943,6 +943,15 @@ def test_training_deadline_stops_at_the_epoch_before_the_limit():
     state.epoch = 2.0
     assert tight.on_epoch_end(None, state, control).should_training_stop and tight.stopped_after_epoch == 2
 
+    at_epoch = runner.TrainingDeadline(after_epoch=3)  # --stop-training-after-epoch 3: no clock
+    control = TrainerControl()
+    at_epoch.on_train_begin(None, state, control)
+    for epoch in (1.0, 2.0):
+        state.epoch = epoch
+        assert not at_epoch.on_epoch_end(None, state, control).should_training_stop
+    state.epoch = 3.0
+    assert at_epoch.on_epoch_end(None, state, control).should_training_stop and at_epoch.stopped_after_epoch == 3
+
 
 class _DigitTokenizer:
     """Reads token k back as the ASCII digit k, as an NFKC tokenizer reads back a full-width digit."""
@@ -1277,8 +1286,8 @@ def test_summary_by_length_buckets_against_a_naive_count(setup):
         recipes.load_recipe(root / "bad.json")
 
 
-def test_a_run_a_deadline_stopped_trains_on_with_continue_stopped_to_the_weights_of_a_straight_run(setup, monkeypatch):
-    """A run stopped by `--stop-training-by` after epoch 1 of 3 has a result (its figures are provisional); running
+def test_a_run_stopped_early_trains_on_with_continue_stopped_to_the_weights_of_a_straight_run(setup, monkeypatch):
+    """A run stopped by `--stop-training-after-epoch 1` (of 3) has a result (its figures are provisional); running
     it again skips it, `--continue-stopped` trains it on from its last checkpoint to the end of its schedule (the
     same last weights as a straight run), moves the stopped result and its translations to stopped/, and names them."""
     import time
@@ -1297,15 +1306,9 @@ def test_a_run_a_deadline_stopped_trains_on_with_continue_stopped_to_the_weights
         return ["--recipe", str(folder / "recipe.json"), "--runs-dir", str(folder / name / "runs"),
                 "--results-dir", str(folder / name / "results"), "--presets", "transformer_abs", "--seeds", "1"]
 
-    class StopAfterFirstEpoch(runner.TrainingDeadline):
-        def on_epoch_end(self, args, state, control, **kwargs):
-            if round(state.epoch) == 1:
-                control.should_training_stop, self.stopped_after_epoch = True, 1
-            return control
-
     straight = quality.main(["run", *common("straight")])[0]
-    monkeypatch.setattr(runner, "TrainingDeadline", StopAfterFirstEpoch)
-    (stopped,) = quality.main(["run", *common("cut"), "--stop-training-by", str(time.time() + 3600)])
+    (stopped,) = quality.main(["run", *common("cut"), "--stop-training-after-epoch", "1",
+                               "--stop-training-by", str(time.time() + 3600)])  # a deadline with time to spare
     assert stopped["stopped_by_deadline_after_epoch"] == 1 and stopped["steps"] == 3 and stopped["epochs"] == 1.0
     results = folder / "cut" / "results" / recipe["name"] / "transformer_abs"
     old_dev = (REPO / stopped["dev"]["hypotheses"]).read_text()

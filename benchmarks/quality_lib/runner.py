@@ -166,7 +166,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
     resumed_step = int(checkpoint.rsplit("-", 1)[1]) if checkpoint else 0
     logger.info("training %s seed %d on %s -> %s", preset, seed, recipe["name"], run_dir)
     start = time.time()
-    deadline = TrainingDeadline(args.stop_training_by) if getattr(args, "stop_training_by", None) else None
+    stop_by, after_epoch = getattr(args, "stop_training_by", None), getattr(args, "stop_training_after_epoch", None)
+    deadline = TrainingDeadline(stop_by, after_epoch) if stop_by or after_epoch else None
     callbacks = (early_stopping_callbacks(recipe) or []) + ([deadline] if deadline else [])
     result = train(model_args, data_args, training_args, tokenizer=tokenizer, annotator=annotator,
                    target_annotator=target_annotator, raw_datasets=corpus.raw_datasets(),
@@ -287,14 +288,16 @@ def keep_checkpoints_for_averaging(training: dict, k: int) -> None:
 
 
 class TrainingDeadline(TrainerCallback):
-    """Stop training at an epoch's end when the next epoch would end past `stop_by` (a Unix time), so that a run on a
-    lent machine with a hard time limit finishes as usual (that epoch's evaluation and checkpoint, then the
-    selected and averaged models' translations) instead of being killed and lost. The next epoch is assumed to take
-    1.5 times the longest epoch so far (training plus the evaluation before it); `stopped_after_epoch` records where
-    it stopped (None: the schedule ended first), since a run cut short is not on the recipe's schedule."""
+    """Stop training at an epoch's end when the next epoch would end past `stop_by` (a Unix time), or after epoch
+    `after_epoch`, so that a run on a machine with a hard time limit finishes as usual (that epoch's evaluation and
+    checkpoint, then the selected and averaged models' translations) instead of being killed and lost. The next
+    epoch is assumed to take 1.5 times the longest epoch so far (training plus the evaluation before it);
+    `stopped_after_epoch` records where it stopped (None: the schedule ended first), since a run cut short is not on
+    the recipe's schedule (`run --continue-stopped` trains it on)."""
 
-    def __init__(self, stop_by: float):
-        self.stop_by, self.stopped_after_epoch = float(stop_by), None
+    def __init__(self, stop_by: Optional[float] = None, after_epoch: Optional[int] = None):
+        self.stop_by = float(stop_by) if stop_by else None
+        self.after_epoch, self.stopped_after_epoch = after_epoch, None
         self._last, self._longest = None, 0.0
 
     def on_train_begin(self, args, state, control, **kwargs):
@@ -303,11 +306,17 @@ class TrainingDeadline(TrainerCallback):
     def on_epoch_end(self, args, state, control, **kwargs):
         now = time.time()
         self._longest, self._last = max(self._longest, now - self._last), now
-        if not control.should_training_stop and now + 1.5 * self._longest > self.stop_by:
-            control.should_training_stop = True
-            self.stopped_after_epoch = round(state.epoch)
+        if control.should_training_stop:
+            return control
+        if self.after_epoch is not None and round(state.epoch) >= self.after_epoch:
+            logger.warning("stopping after epoch %d, as asked", round(state.epoch))
+        elif self.stop_by is not None and now + 1.5 * self._longest > self.stop_by:
             logger.warning("stopping after epoch %d: another epoch (%.0f s so far at most) would end past the deadline "
-                           "(in %.0f s)", self.stopped_after_epoch, self._longest, self.stop_by - now)
+                           "(in %.0f s)", round(state.epoch), self._longest, self.stop_by - now)
+        else:
+            return control
+        control.should_training_stop = True
+        self.stopped_after_epoch = round(state.epoch)
         return control
 
 

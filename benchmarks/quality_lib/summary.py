@@ -154,8 +154,8 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
               "shared the 2 cores, which gives ≈1.3× the throughput of one 2-thread run, each run slower)."]
     stopped = [r for r in runs if r.get("stopped_by_deadline_after_epoch")]
     if stopped:
-        lines[-1] += (" ¶ a deadline (`--stop-training-by`) ended training before the recipe's schedule did, so these "
-                      "figures are provisional: " + ", ".join(
+        lines[-1] += (" ¶ training was stopped (`--stop-training-by` / `--stop-training-after-epoch`) before the "
+                      "recipe's schedule ended, so these figures are provisional: " + ", ".join(
                           f"{r['preset']} seed {r['seed']} after epoch {r['stopped_by_deadline_after_epoch']} of "
                           f"{r.get('planned_epochs')}" for r in stopped) +
                       f"; `python benchmarks/quality.py run --recipe {os.path.relpath(recipe['_path'], REPO)} "
