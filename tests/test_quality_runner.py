@@ -1093,6 +1093,27 @@ def test_tune_split_selects_and_the_averaged_model_is_reported_beside_the_select
     assert quality.main(["blind", *common]) == []  # nothing missing any more
 
 
+def test_extra_eval_sets_of_a_finished_run_are_scored_by_its_averaged_model_too(tune_setup):
+    """`run --extra-eval NAME=SRC,TGT` on a finished run that reports an averaged model scores the set with both:
+    `extra[NAME]` from the selected model, `extra_averaged[NAME]` from `<run dir>/averaged`, each its own translation."""
+    folder, data, common = tune_setup
+    args = ["run", *common, "--presets", "transformer_dep_rel", "--seeds", "1", "--max-steps", "6"]
+    quality.main(args)  # if not yet
+    (run,) = quality.main([*args, "--extra-eval", f"held={data / 'test.src'},{data / 'test.tgt'}"])
+    selected, averaged = run["extra"]["held"], run["extra_averaged"]["held"]
+    assert Path(selected["hypotheses"]).name == "seed1.held.beam2.txt"
+    assert Path(averaged["hypotheses"]).name == "seed1.held.averaged.beam2.txt"
+    recipe = recipes.load_recipe(folder / "recipe.json")
+    corpus_ = corpus.Corpus(recipe, folder / "runs")
+    model, tokenizer = runner.load_saved_model(Path(run["run_dir"]) / "averaged", corpus_, "cpu")
+    sources = corpus_.prepare_sources((data / "test.src").read_text().splitlines())
+    hyps = translation.translate(model, tokenizer, sources, corpus_.parses(sources, "source", data / "test.src"),
+                                 2, 12, 32)
+    assert (REPO / averaged["hypotheses"]).read_text().splitlines() == hyps
+    refs = (data / "test.tgt").read_text().splitlines()
+    assert averaged["bleu"] == round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2)
+
+
 def test_runs_without_tune_or_averaging_record_it(setup):
     root, data, recipe_path, common = setup
     (run,) = quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1", "--max-steps", "4"])

@@ -365,8 +365,9 @@ def load_saved_model(checkpoint: Path, corpus: Corpus, device: str):
 
 def evaluate_only(corpus: Corpus, checkpoint: Path, args) -> dict:
     """Score an existing checkpoint (or run dir) on dev + `--extra-eval` sets; if it is a run of this
-    runner, the scores are merged into that run's result JSON (`extra`), and its blind test set is
-    translated when dev is (or when its translation is missing)."""
+    runner, the scores are merged into that run's result JSON (`extra`; its averaged model's, where it reports
+    one, into `extra_averaged`), and its blind test set is translated when dev is (or when its translation is
+    missing)."""
     checkpoint = Path(checkpoint)
     model, tokenizer = load_saved_model(checkpoint, corpus, args.device)
     info_file = checkpoint / "quality_run.json"  # a run dir of this runner (its best model), not a checkpoint-N
@@ -395,6 +396,14 @@ def evaluate_only(corpus: Corpus, checkpoint: Path, args) -> dict:
             parse_accuracy = parse_head_accuracy(model, dev_feature_batches(corpus, model, tokenizer))
             if parse_accuracy is not None:
                 out["dev_parse_head_accuracy"] = parse_accuracy
+            if out.get("averaged_checkpoints") and (checkpoint / AVERAGED_DIR / "config.json").is_file():
+                averaged, _ = load_saved_model(checkpoint / AVERAGED_DIR, corpus, args.device)
+                for name, value in evaluate_sets(averaged, tokenizer, corpus, sets, prefix,
+                                                 corpus.recipe["final_num_beams"], ".averaged").items():
+                    if name == "dev":
+                        out["dev_averaged"] = value
+                    else:
+                        out["extra_averaged"] = {**(out.get("extra_averaged") or {}), name: value}
             out.setdefault("evaluate_only_commands", []).append(args.command)
             result_path.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         return evals
