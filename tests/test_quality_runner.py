@@ -1249,6 +1249,10 @@ def test_an_interrupted_run_writes_no_result_and_resumes(setup, monkeypatch):
     monkeypatch.setattr(hf_syntax_mt.training, "train", real_train)
     (run,) = quality.main(command)
     assert run["resumed_from_step"] == 2 and run["steps"] == 4 and result_path.is_file()
+    # both processes' share of the training is recorded, so the run's cost is whole
+    assert [(p["from_step"], p["to_step"]) for p in run["training_processes"]] == [(0, 2), (2, 4)]
+    assert run["training_wall_seconds_all_processes"] == round(sum(p["wall_seconds"] for p in run["training_processes"]), 1)
+    assert all(p["threads"] == 2 and p["device"] for p in run["training_processes"])
 
 
 def test_train_sample_draws_pairs_at_random_within_the_caps_in_corpus_order():
@@ -1344,6 +1348,7 @@ def test_a_run_stopped_early_trains_on_with_continue_stopped_to_the_weights_of_a
     (continued,) = quality.main(["run", *common("cut"), "--continue-stopped"])
     assert continued["resumed_from_step"] == 3 and continued["steps"] == 9 and continued["epochs"] == 3.0
     assert continued["stopped_by_deadline_after_epoch"] is None
+    assert [(p["from_step"], p["to_step"]) for p in continued["training_processes"]] == [(0, 3), (3, 9)]
     archived = (REPO / continued["continued_from"]).resolve()
     assert archived == results / "stopped" / "seed1.after_epoch1.json"
     kept = json.loads(archived.read_text())

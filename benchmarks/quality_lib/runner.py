@@ -172,6 +172,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
     result = train(model_args, data_args, training_args, tokenizer=tokenizer, annotator=annotator,
                    target_annotator=target_annotator, raw_datasets=corpus.raw_datasets(),
                    callbacks=callbacks or None, command=command)
+    processes = record_training_process(run_dir, start, resumed_step, result.trainer.state.global_step, args)
     if result.interrupted_by is not None:  # Ctrl-C / SIGTERM: a checkpoint was saved; no result for a partial run
         raise RunInterrupted(result.interrupted_by, preset, seed, run_dir)
     trainer, metrics = result.trainer, result.metrics
@@ -219,6 +220,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
         "stopped_by_deadline_after_epoch": deadline.stopped_after_epoch if deadline else None,
         "best_checkpoint": os.path.basename(state.best_model_checkpoint or "") or None,
         "resumed_from_step": resumed_step or None,  # then runtime and tokens/s cover this process only
+        "training_processes": processes,  # every process that trained the run: its steps, wall time and machine
+        "training_wall_seconds_all_processes": round(sum(p["wall_seconds"] for p in processes), 1),
         "continued_from": continued_from,
         "train_runtime_seconds": round(metrics.get("train_runtime", 0.0), 1),
         "wall_time_seconds": round(time.time() - start, 1),
@@ -245,6 +248,21 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
     logger.info("wrote %s: dev BLEU %.2f (beam %d)%s", result_path, out["dev"]["bleu"], recipe["final_num_beams"],
                 f", averaged model {out['dev_averaged']['bleu']:.2f}" if out["dev_averaged"] else "")
     return out
+
+
+def record_training_process(run_dir: Path, start: float, from_step: int, to_step: int, args) -> list[dict]:
+    """Append this process's share of the training (steps, wall time from the start of its data preparation to
+    the end of its training, threads, device) to `<run_dir>/training_processes.jsonl` and return every process's
+    record: a run interrupted, resumed or continued in a later session keeps its whole cost."""
+    import torch
+
+    path = run_dir / "training_processes.jsonl"
+    record = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(start)), "from_step": from_step,
+              "to_step": to_step, "wall_seconds": round(time.time() - start, 1), "threads": torch.get_num_threads(),
+              "device": device_description(args.device), "git_commit": _git_commit()}
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(record) + "\n")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def write_result(result_path: Path, out: dict) -> None:
