@@ -13,6 +13,8 @@
 #           result), leaving FINAL_S for its final translations; stops those still running at STOP_AT s; tars
 #           benchmarks/results of the recipes and the logs into $OUT/quality_results.tgz. A run whose result
 #           file is already in benchmarks/results is skipped. A stopped run is lost (its checkpoints stay there).
+#           STOP_AFTER_EPOCH=N in the environment also ends every run's training after epoch N
+#           (`--stop-training-after-epoch`), so that the presets of one call compare at equal training.
 #
 # Measured on an H200 (2026-11-26, 6,250-pair recipe, 80 epochs of 98 steps, a greedy dev evaluation each epoch):
 # one run alone took 5.4 s an epoch (transformer_sla); six at once took 5.7 s an epoch for transformer_abs and
@@ -81,6 +83,7 @@ run() {
         mkdir -p "$dir/$recipe" && cp -r "$carry"/parse_cache "$dir"/ && cp -r "$carry"/tokenizers/"$recipe"/* "$dir/$recipe"/
         HF_SYNTAX_MT_RUNS=$dir python3 benchmarks/quality.py run --recipe "benchmarks/recipes/$recipe.json" \
             --presets "$preset" --seeds 1 --device cuda --threads 1 --stop-training-by $(( start + stop_at - final_s )) \
+            ${STOP_AFTER_EPOCH:+--stop-training-after-epoch "$STOP_AFTER_EPOCH"} \
             > "/tmp/logs/$recipe.$preset.log" 2>&1 &
         echo "$run: started at $(( $(date +%s) - start )) s"
     done
