@@ -981,6 +981,11 @@ def test_eval_order_warning_names_the_references_that_differ(caplog):
     with caplog.at_level("WARNING", logger=runner.logger.name):
         runner.warn_if_eval_order_differs(30.0, 29.0, validation, 9, _DigitTokenizer(), references[:2] + ["1 2"])
     assert "on the same references: check the eval order" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger=runner.logger.name):  # a recipe with a tune split: the Trainer's
+        runner.warn_if_eval_order_differs(30.0, 29.0, validation, 8, _DigitTokenizer(), references, "tune")
+    assert "Trainer tune BLEU 30.00 != direct greedy generate 29.00" in caplog.text
+    assert "1 of 3 tune references fill" in caplog.text and " dev " not in caplog.text
 
 
 # ---------------------------------------------------------------------------------------------

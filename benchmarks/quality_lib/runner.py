@@ -105,27 +105,28 @@ def run_arguments(corpus: Corpus, preset: str, seed: int, args, run_dir: Path, t
 
 
 def warn_if_eval_order_differs(trainer_bleu: Optional[float], direct_bleu: float, validation, limit: int,
-                               tokenizer, references: Sequence[str]) -> None:
-    """The eval-order check: a direct greedy pass over dev must give the Trainer's greedy dev BLEU; warn if not.
-    The Trainer's references are the labels read back by the tokenizer, the direct pass's the dev lines, so the
-    warning names the references that differ: those cut at `limit` target tokens and those the tokenizer's
-    normalization changes (e.g. NFKC turns full-width digits into ASCII ones)."""
+                               tokenizer, references: Sequence[str], split: str = "dev") -> None:
+    """The eval-order check: a direct greedy pass over the split the Trainer evaluated on (`split`: tune, else dev)
+    must give the Trainer's greedy BLEU; warn if not. The Trainer's references are the labels read back by the
+    tokenizer, the direct pass's the split's lines, so the warning names the references that differ: those cut at
+    `limit` target tokens and those the tokenizer's normalization changes (e.g. NFKC turns full-width digits into
+    ASCII ones)."""
     if trainer_bleu is None or abs(trainer_bleu - direct_bleu) <= 0.01:
         return
     labels = [list(ids) for ids in validation["labels"]]  # a datasets Column reads as a list of lists
     truncated = sum(len(ids) >= limit for ids in labels)
     read_back = tokenizer.batch_decode(labels, skip_special_tokens=True)
     changed = sum(" ".join(a.split()) != " ".join(b.split()) for a, b in zip(read_back, references))
-    notes = ([f"{truncated} of {len(labels)} dev references fill max_target_length={limit} tokens and are scored cut "
-              "there"] if truncated else []) + \
-        ([f"{changed} of {len(labels)} dev references read back from their tokens as other text (the tokenizer's "
+    notes = ([f"{truncated} of {len(labels)} {split} references fill max_target_length={limit} tokens and are scored "
+              "cut there"] if truncated else []) + \
+        ([f"{changed} of {len(labels)} {split} references read back from their tokens as other text (the tokenizer's "
           "normalization)"] if changed else [])
     if notes:
-        logger.warning("Trainer dev BLEU %.2f != direct greedy generate %.2f; the Trainer's references differ from the "
-                       "dev lines: %s", trainer_bleu, direct_bleu, "; ".join(notes))
+        logger.warning("Trainer %s BLEU %.2f != direct greedy generate %.2f; the Trainer's references differ from the "
+                       "%s lines: %s", split, trainer_bleu, direct_bleu, split, "; ".join(notes))
     else:
-        logger.warning("Trainer dev BLEU %.2f != direct greedy generate %.2f on the same references: check the eval "
-                       "order", trainer_bleu, direct_bleu)
+        logger.warning("Trainer %s BLEU %.2f != direct greedy generate %.2f on the same references: check the eval "
+                       "order", split, trainer_bleu, direct_bleu)
 
 
 class RunInterrupted(Exception):
@@ -241,7 +242,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
         "git_commit": _git_commit(), "run_dir": str(run_dir), "command": command,
     }
     warn_if_eval_order_differs(metrics.get("eval_bleu"), direct_greedy["bleu"], result.datasets["validation"],
-                               recipe["max_target_length"], tokenizer, corpus.texts[selection][1])
+                               recipe["max_target_length"], tokenizer, corpus.texts[selection][1], selection)
     write_result(result_path, out)  # the selected model's figures are kept even if the averaging is cut off
     if recipe.get("average_last_k"):
         out = add_averaged_model(corpus, run_dir, result_path, out, args.device)
