@@ -1309,6 +1309,10 @@ def test_summary_by_length_buckets_against_a_naive_count(setup):
                              for r in by_preset[preset]])
             assert float(cells[1 + 2 * k]) == pytest.approx(naive, abs=0.01)
     assert (root / "charts" / f"quality_{recipe['name']}_length.png").is_file()
+    # with subword buckets the section has no thirds by whitespace words (unspaced Japanese has none)
+    assert "thirds of the dev set" not in summary.summarize_recipe(recipe, root / "results", root / "charts")
+    assert "thirds of the dev set" in summary.summarize_recipe(recipes.load_recipe(recipe_path), root / "results",
+                                                               root / "charts")
     with pytest.raises(ValueError, match="length_buckets"):
         bad = json.loads(recipe_path.read_text())
         bad["length_buckets"] = [10, 5]

@@ -177,8 +177,9 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
                 lines.append(f"Against `{base}` ({what}): {t['delta']:+.2f} "
                              f"[{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p = {t['p_value']:.3f}.")
     lines += comparison_lines(recipe, stats, compare)
-    sources = read_lines(resolve(recipe, recipe["data"]["dev"][0]))[:dev_limit]
-    lines += length_thirds_lines(order, stats, sources, tokenize)
+    if not recipe.get("length_buckets"):  # the subword buckets replace thirds by words (unspaced Japanese has none)
+        sources = read_lines(resolve(recipe, recipe["data"]["dev"][0]))[:dev_limit]
+        lines += length_thirds_lines(order, stats, sources, tokenize)
     lines += length_bucket_lines(recipe, results_dir, order, by_preset, stats, dev_limit, chart_dir)
     lines += data_size_lines(recipe, results_dir, chart_dir)
     lines += learning_curve_lines(order, by_preset)
