@@ -141,7 +141,7 @@ class RunInterrupted(Exception):
 
 def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Optional[str] = None) -> dict:
     """Train one (preset, seed) with the recipe (from its last checkpoint, if any), then translate dev with the
-    final beam. `continued_from`: the archived result of the same run that a deadline stopped earlier."""
+    final beam. `continued_from`: the archived result of the same run, stopped earlier before its schedule ended."""
     import torch
 
     from hf_syntax_mt.training import train
@@ -501,7 +501,7 @@ def run(args) -> list[dict]:
 
 def run_one(corpus: Corpus, preset: str, seed: int, args) -> Optional[dict]:
     """Train one (preset, seed) unless its result exists (then only missing extra sets are scored; a run that a
-    deadline stopped trains on with `--continue-stopped`) or another process holds its lock."""
+    stop flag ended early trains on with `--continue-stopped`) or another process holds its lock."""
     result_path, run_dir = run_paths(args.results_dir, args.runs_dir, corpus.recipe, preset, seed)
     continued_from = None
     if result_path.is_file():
@@ -509,17 +509,17 @@ def run_one(corpus: Corpus, preset: str, seed: int, args) -> Optional[dict]:
         stopped = done.get("stopped_by_deadline_after_epoch")
         if stopped and getattr(args, "continue_stopped", False):
             if not any(run_dir.glob("checkpoint-*")):
-                logger.error("%s seed %d: cannot continue the run a deadline stopped after epoch %d: its checkpoints "
+                logger.error("%s seed %d: cannot continue the run stopped after epoch %d: its checkpoints "
                              "are not in %s (trained on another machine?); its result %s is kept", preset, seed,
                              stopped, run_dir, result_path)
                 return done
             continued_from = archive_stopped_result(result_path, done)
-            logger.info("%s seed %d: stopped by a deadline after epoch %d; training on from its last checkpoint (the "
-                        "stopped result is kept in %s)", preset, seed, stopped, continued_from)
+            logger.info("%s seed %d: stopped after epoch %d before its schedule ended; training on from its last "
+                        "checkpoint (the stopped result is kept in %s)", preset, seed, stopped, continued_from)
     if result_path.is_file():
         done = json.loads(result_path.read_text())
         if done.get("stopped_by_deadline_after_epoch"):
-            logger.info("%s seed %d: a deadline stopped it after epoch %d of %s; --continue-stopped trains it on",
+            logger.info("%s seed %d: stopped after epoch %d of %s; --continue-stopped trains it on",
                         preset, seed, done["stopped_by_deadline_after_epoch"], done.get("planned_epochs"))
         missing = {k: v for k, v in parse_extra_evals(args.extra_eval).items() if k not in done.get("extra", {})}
         if corpus.recipe.get("average_last_k") and done.get("averaged_checkpoints") is None and \
@@ -548,7 +548,7 @@ def run_one(corpus: Corpus, preset: str, seed: int, args) -> Optional[dict]:
 
 
 def archive_stopped_result(result_path: Path, out: dict) -> str:
-    """Move the result of a run that a deadline stopped, and the translations it names, to
+    """Move the result of a run stopped before its schedule ended, and the translations it names, to
     `<preset>/stopped/seed<k>.after_epoch<N>.*` (the result's paths rewritten to match) before the run trains on
     and writes its result again. Returns the archived result's path, relative to the repository."""
     prefix, epoch = f"seed{out['seed']}.", out["stopped_by_deadline_after_epoch"]
