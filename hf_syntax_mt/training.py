@@ -448,12 +448,12 @@ def _card_info(config, raw, data_args: DataArguments, split_files: dict, *, prep
     )
 
 
-def _restore_callback_states(trainer: SyntaxMTSeq2SeqTrainer, checkpoint: str) -> None:
+def _restore_callback_states(trainer: SyntaxMTSeq2SeqTrainer, checkpoint_state: TrainerState, checkpoint: str) -> None:
     """Give the trainer's stateful callbacks (`EarlyStoppingCallback`'s count of evaluations without a gain) the
-    state `checkpoint` saved, so that a resumed run stops where a straight run would. The Trainer's own
-    `restore_callback_states_from_checkpoint` would also restore the control flags, and a run stopped by a
-    deadline or a signal saved `should_training_stop`: it would stop again at once."""
-    saved = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)).stateful_callbacks or {}
+    state `checkpoint` saved (`checkpoint_state`, its trainer state), so that a resumed run stops where a straight
+    run would. The Trainer's own `restore_callback_states_from_checkpoint` would also restore the control flags,
+    and a run stopped by a deadline or a signal saved `should_training_stop`: it would stop again at once."""
+    saved = checkpoint_state.stateful_callbacks or {}
     for callback in trainer.callback_handler.callbacks:
         states = saved.get(type(callback).__name__)
         if not isinstance(callback, ExportableState) or not states:
@@ -487,7 +487,8 @@ def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
         _check_checkpoint_config(checkpoint, trainer.model.config)
         check_weights_files(checkpoint, advice=f"delete {checkpoint} to resume from the checkpoint before it, or pass "
                                                "--overwrite_output_dir to train from scratch")
-    steps_done = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)).global_step if checkpoint else 0
+    checkpoint_state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)) if checkpoint else None
+    steps_done = checkpoint_state.global_step if checkpoint else 0
     finished = checkpoint and record.is_file() and steps_done >= trainer.set_initial_training_values(
         training_args, trainer.get_train_dataloader())[-1]  # the run's number of steps
     if finished:
@@ -501,7 +502,7 @@ def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
         clear_call_state(tokenizer)
         tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
     if checkpoint:
-        _restore_callback_states(trainer, checkpoint)
+        _restore_callback_states(trainer, checkpoint_state, checkpoint)
     with interrupt.handling_signals() if interrupt is not None else contextlib.nullcontext():
         result = trainer.train(resume_from_checkpoint=checkpoint)
     if interrupt is not None and interrupt.step is not None:

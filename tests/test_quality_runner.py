@@ -1400,6 +1400,7 @@ def test_resuming_restores_the_early_stopping_count_but_not_the_stop_flag(tmp_pa
         callback_handler = CallbackHandler([fresh], None, None, None, None)
         control = TrainerControl()
 
-    training._restore_callback_states(Trainer, str(tmp_path / "checkpoint-6"))
+    saved = TrainerState.load_from_json(str(tmp_path / "checkpoint-6" / "trainer_state.json"))
+    training._restore_callback_states(Trainer, saved, str(tmp_path / "checkpoint-6"))
     assert fresh.early_stopping_patience_counter == 2
     assert not Trainer.control.should_training_stop

@@ -504,23 +504,21 @@ def run_one(corpus: Corpus, preset: str, seed: int, args) -> Optional[dict]:
     stop flag ended early trains on with `--continue-stopped`) or another process holds its lock."""
     result_path, run_dir = run_paths(args.results_dir, args.runs_dir, corpus.recipe, preset, seed)
     continued_from = None
-    if result_path.is_file():
-        done = json.loads(result_path.read_text())
-        stopped = done.get("stopped_by_deadline_after_epoch")
-        if stopped and getattr(args, "continue_stopped", False):
-            if not any(run_dir.glob("checkpoint-*")):
-                logger.error("%s seed %d: cannot continue the run stopped after epoch %d: its checkpoints "
-                             "are not in %s (trained on another machine?); its result %s is kept", preset, seed,
-                             stopped, run_dir, result_path)
-                return done
-            continued_from = archive_stopped_result(result_path, done)
-            logger.info("%s seed %d: stopped after epoch %d before its schedule ended; training on from its last "
-                        "checkpoint (the stopped result is kept in %s)", preset, seed, stopped, continued_from)
-    if result_path.is_file():
-        done = json.loads(result_path.read_text())
-        if done.get("stopped_by_deadline_after_epoch"):
+    done = json.loads(result_path.read_text()) if result_path.is_file() else None
+    stopped = done and done.get("stopped_by_deadline_after_epoch")
+    if stopped and getattr(args, "continue_stopped", False):
+        if not any(run_dir.glob("checkpoint-*")):
+            logger.error("%s seed %d: cannot continue the run stopped after epoch %d: its checkpoints "
+                         "are not in %s (trained on another machine?); its result %s is kept", preset, seed,
+                         stopped, run_dir, result_path)
+            return done
+        continued_from, done = archive_stopped_result(result_path, done), None
+        logger.info("%s seed %d: stopped after epoch %d before its schedule ended; training on from its last "
+                    "checkpoint (the stopped result is kept in %s)", preset, seed, stopped, continued_from)
+    if done is not None:
+        if stopped:
             logger.info("%s seed %d: stopped after epoch %d of %s; --continue-stopped trains it on",
-                        preset, seed, done["stopped_by_deadline_after_epoch"], done.get("planned_epochs"))
+                        preset, seed, stopped, done.get("planned_epochs"))
         missing = {k: v for k, v in parse_extra_evals(args.extra_eval).items() if k not in done.get("extra", {})}
         if corpus.recipe.get("average_last_k") and done.get("averaged_checkpoints") is None and \
                 any(run_dir.glob("checkpoint-*")):  # stopped between the selected and the averaged translations
