@@ -76,6 +76,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
+from hf_syntax_mt.cli import positive_int
 from quality_lib.carry import carry_command
 from quality_lib.recipes import REPO
 from quality_lib.runner import RunInterrupted, blind_command, parse_command, run
@@ -112,7 +113,7 @@ def build_parser_cli() -> argparse.ArgumentParser:
     p_run.add_argument("--stop-training-by", type=float, default=None, metavar="UNIX_TIME",
                        help="End training at the last epoch that ends before this time (a lent machine's limit), "
                             "then finish the run as usual; the result records the epoch it stopped after")
-    p_run.add_argument("--stop-training-after-epoch", type=int, default=None, metavar="N",
+    p_run.add_argument("--stop-training-after-epoch", type=positive_int, default=None, metavar="N",
                        help="End training after epoch N (the schedule unchanged: runs of several presets stopped at the "
                             "same epoch compare at equal training), then finish the run as usual, recorded as "
                             "--stop-training-by records it")

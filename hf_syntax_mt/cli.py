@@ -277,7 +277,8 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1, or a usage error naming the value."""
     if not text.strip().isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
     return int(text)
@@ -289,9 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = subs.add_parser("translate", help="translate sentences (one a line) from FILE or stdin")
     p.add_argument("--model", required=True, help="model directory or hub id")
-    p.add_argument("--beams", type=_positive_int, default=1, help="beam size (default 1 = greedy)")
-    p.add_argument("--batch-size", type=_positive_int, default=16)
-    p.add_argument("--max-new-tokens", type=_positive_int, default=None)
+    p.add_argument("--beams", type=positive_int, default=1, help="beam size (default 1 = greedy)")
+    p.add_argument("--batch-size", type=positive_int, default=16)
+    p.add_argument("--max-new-tokens", type=positive_int, default=None)
     p.add_argument("--threads", type=int, help=THREADS_HELP)
     _add_parser_options(p)
     p.add_argument("input", nargs="?", help="input file (default: stdin)")
@@ -322,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--checkpoints", nargs="+", help="checkpoint folders to average")
     which.add_argument("--run-dir", help="a training output dir: average its last --last checkpoint-N folders")
-    p.add_argument("--last", type=_positive_int, help="with --run-dir: how many of the last checkpoints")
+    p.add_argument("--last", type=positive_int, help="with --run-dir: how many of the last checkpoints")
 
     p = subs.add_parser("demo", help="offline demo: synthetic corpus, abs vs. dep_rel, BLEU, sample translations")
     from .demo import add_arguments

@@ -1404,3 +1404,12 @@ def test_resuming_restores_the_early_stopping_count_but_not_the_stop_flag(tmp_pa
     training._restore_callback_states(Trainer, saved, str(tmp_path / "checkpoint-6"))
     assert fresh.early_stopping_patience_counter == 2
     assert not Trainer.control.should_training_stop
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_stop_training_after_epoch_takes_a_positive_epoch(value, capsys):
+    """`--stop-training-after-epoch` below 1 (it would stop after the first epoch) is a usage error naming it."""
+    with pytest.raises(SystemExit) as stop:
+        quality.build_parser_cli().parse_args(["run", "--recipe", "r.json", "--stop-training-after-epoch", value])
+    assert stop.value.code == 2
+    assert f"argument --stop-training-after-epoch: expected an integer >= 1, got '{value}'" in capsys.readouterr().err
