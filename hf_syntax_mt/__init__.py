@@ -21,6 +21,7 @@ from .modeling_syntax_mt import (
 
 from .checkpoint_averaging import average_checkpoints, last_checkpoints
 from .data import DataCollatorForSyntaxSeq2Seq, SyntaxFeatureProcessor, add_syntax_features
+from .length_cap import SourceLengthCapLogitsProcessor
 from .metrics import load_metric
 from .syntax import (
     Annotation,
@@ -59,6 +60,7 @@ __all__ = [
     "Annotator",
     "DataCollatorForSyntaxSeq2Seq",
     "PreParsedAnnotator",
+    "SourceLengthCapLogitsProcessor",
     "SpacyAnnotator",
     "StanzaAnnotator",
     "SyntaxFeatureProcessor",

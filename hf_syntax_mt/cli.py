@@ -1,6 +1,6 @@
 """`hf-syntax-mt`: translate, annotate, plot, train, average, demo.
 
-    hf-syntax-mt translate --model DIR [--beams N] [--batch-size B] [FILE] > out.txt
+    hf-syntax-mt translate --model DIR [--beams N] [--batch-size B] [--max-length-a A --max-length-b B] [FILE] > out.txt
     hf-syntax-mt annotate --parser ja_ginza [--model DIR] [FILE] > features.jsonl
     hf-syntax-mt annotate --model SELF_PARSING_DIR [--conllu GOLD] [FILE] > parsed.conllu
     hf-syntax-mt plot --model DIR --sentence "..." --kind relations|sla|attention --out fig.png
@@ -90,10 +90,18 @@ def cmd_translate(args) -> int:
     import hf_syntax_mt  # noqa: F401  (registers the model classes)
     from transformers import pipeline
 
+    from .length_cap import check_length_cap
     from .pipeline import model_location  # importing it registers the task
     from .threads import set_torch_threads
 
     set_torch_threads(args.threads)
+    length_cap = {}
+    if args.max_length_a is not None or args.max_length_b is not None:
+        try:
+            check_length_cap(args.max_length_a, args.max_length_b)
+        except ValueError as err:
+            raise SystemExit(f"hf-syntax-mt translate: --max-length-a/--max-length-b: {err}") from None
+        length_cap = {"max_length_a": args.max_length_a, "max_length_b": args.max_length_b}
     model = model_location(args.model)
     lines = _read_input(args.input)
     if not lines:
@@ -107,7 +115,7 @@ def cmd_translate(args) -> int:
     if translate.needs_parser and translate.annotator is None:
         raise SystemExit("hf-syntax-mt translate: this model needs parsed sources and records no parser (it was trained "
                          "on pre-parsed data): give --conllu FILE [--trees FILE] or --parser NAME")
-    generate = {"num_beams": args.beams}
+    generate = {"num_beams": args.beams, **length_cap}
     if args.max_new_tokens:
         generate["max_new_tokens"] = args.max_new_tokens
     with _silenced("hf_syntax_mt.pipeline"):  # its warnings about bad lines: reported below, once
@@ -293,6 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beams", type=positive_int, default=1, help="beam size (default 1 = greedy)")
     p.add_argument("--batch-size", type=positive_int, default=16)
     p.add_argument("--max-new-tokens", type=positive_int, default=None)
+    p.add_argument("--max-length-a", type=float, help="cap each translation at A * source tokens + B subwords "
+                                                       "(fairseq's --max-len-a/b; default: no cap)")
+    p.add_argument("--max-length-b", type=float, help="the cap's offset B (default 0 when A is given)")
     p.add_argument("--threads", type=int, help=THREADS_HELP)
     _add_parser_options(p)
     p.add_argument("input", nargs="?", help="input file (default: stdin)")

@@ -30,10 +30,11 @@ from collections.abc import Iterable
 from typing import Optional, Sequence, Union
 
 from huggingface_hub import constants as hub_constants
-from transformers import AutoModelForSeq2SeqLM, Pipeline
+from transformers import AutoModelForSeq2SeqLM, LogitsProcessorList, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .data import SyntaxFeatureProcessor
+from .length_cap import SourceLengthCapLogitsProcessor, check_length_cap
 from .modeling_syntax_mt import DamagedModelFileError, check_weights_files
 from .syntax import Annotation, Annotator, load_annotator, locate_words, unsegmented_lines
 from .syntax.annotators import missing_spacy_pipeline_message, spacy_install_hint
@@ -113,6 +114,8 @@ class SyntaxTranslationPipeline(Pipeline):
             `PreParsedAnnotator.from_conllu(...)` for models trained on pre-parsed data.
         annotations (per call): one pre-parsed `Annotation` per input sentence.
         batch_size: sentences per `generate` call (default 8).
+        max_length_a, max_length_b (per call): cap each translation at floor(a * source tokens + b) subwords
+            (`length_cap.SourceLengthCapLogitsProcessor`, as fairseq's --max-len-a/b); a missing one is 0.
         num_beams, max_length, max_new_tokens, ...: passed to `generate`.
     """
 
@@ -158,6 +161,8 @@ class SyntaxTranslationPipeline(Pipeline):
             value = generate_kwargs.get(name)
             if value is not None and not _is_positive_int(value):
                 raise ValueError(f"{name}={value!r}: the length limit must be an integer >= 1")
+        if generate_kwargs.get("max_length_a") is not None or generate_kwargs.get("max_length_b") is not None:
+            check_length_cap(generate_kwargs.get("max_length_a"), generate_kwargs.get("max_length_b"))
         return {}, generate_kwargs, {}
 
     # One "input" of the base class is a batch: {"texts", "annotations", "offset"}.
@@ -247,6 +252,7 @@ class SyntaxTranslationPipeline(Pipeline):
         generated = None
         if batch["model_inputs"]:
             inputs = {k: v for k, v in batch["model_inputs"].items() if k != "labels"}
+            generate_kwargs = self._with_length_cap(generate_kwargs, inputs["attention_mask"])
             if generate_kwargs.get("max_new_tokens") is not None and "max_length" not in generate_kwargs:
                 # the same limit: the decoder starts from one token; without generate's warning that the
                 # model's generation config sets max_length too
@@ -254,6 +260,19 @@ class SyntaxTranslationPipeline(Pipeline):
                 generate_kwargs["max_length"] = generate_kwargs.pop("max_new_tokens") + 1
             generated = self.model.generate(**inputs, **self._prepare_generate_kwargs(generate_kwargs))
         return {**batch, "generated": generated}
+
+    def _with_length_cap(self, generate_kwargs: dict, attention_mask) -> dict:
+        """`max_length_a` / `max_length_b` replaced by a `SourceLengthCapLogitsProcessor` for this batch."""
+        a, b = generate_kwargs.get("max_length_a"), generate_kwargs.get("max_length_b")
+        generate_kwargs = {k: v for k, v in generate_kwargs.items() if k not in ("max_length_a", "max_length_b")}
+        if a is None and b is None:
+            return generate_kwargs
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.model.config.eos_token_id
+        cap = SourceLengthCapLogitsProcessor(attention_mask, a, b, eos_token_id=eos[0] if isinstance(eos, list) else eos)
+        generate_kwargs["logits_processor"] = LogitsProcessorList([*(generate_kwargs.get("logits_processor") or []), cap])
+        return generate_kwargs
 
     def postprocess(self, batch):
         texts = [""] * batch["size"]
