@@ -118,7 +118,49 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
         for base in (BASELINE, DEP_BASELINE):
             if p != base and not (base == DEP_BASELINE and "dep" not in p):
                 tests[(p, base)] = compare(p, base)
-    lines += [
+    lines += main_table_lines(recipe, runs, order, by_preset, tests, dev_limit)
+    lines += device_lines(runs)
+    lines += averaged_lines(recipe, order, by_preset, dev_limit)
+    lines += variant_lines(recipe.get("variants", {}), order, compare)
+    lines += comparison_lines(recipe, stats, compare)
+    if not recipe.get("length_buckets"):  # the subword buckets replace thirds by words (unspaced Japanese has none)
+        sources = read_lines(resolve(recipe, recipe["data"]["dev"][0]))[:dev_limit]
+        lines += length_thirds_lines(order, stats, sources, tokenize)
+    lines += length_bucket_lines(recipe, results_dir, order, by_preset, stats, dev_limit, chart_dir)
+    lines += data_size_lines(recipe, results_dir, chart_dir)
+    lines += learning_curve_lines(order, by_preset)
+    lines += parse_head_lines(order, by_preset)
+    lines += self_parsing_lines(recipe, order, by_preset, stats, dev_limit)
+    lines += extra_set_lines(recipe, runs, order, by_preset)
+    chart = plot_chart(recipe, order, by_preset, chart_dir)
+    lines += ["", f"![dev BLEU per preset]({os.path.relpath(chart, RESULTS_MD.parent)})", "", "Commands:", "", "```"]
+    lines += [r["command"] for p in order for r in sorted(by_preset[p], key=lambda r: r["seed"]) if r.get("command")]
+    lines += ["```", ""] + todo
+    return "\n".join(lines)
+
+
+def variant_lines(variants: dict, order: list[str], compare) -> list[str]:
+    """Each recipe variant (a preset with changed settings) against the preset it changes and against the baseline
+    with the same changes."""
+    lines = []
+    for p in (p for p in order if p in variants):
+        changes = [f"{k}={v}" for part in ("model", "training") for k, v in variants[p].get(part, {}).items()]
+        lines += ["", f"Variant `{p}`: `{variants[p]['preset']}` with {', '.join(changes) or 'no changes'} (recipe `variants`)."]
+        for base, what in ((variants[p]["preset"], "the preset it changes"),
+                           (same_change_baseline(variants, p), "the baseline with the same changes")):
+            t = compare(p, base)
+            if t:
+                lines.append(f"Against `{base}` ({what}): {t['delta']:+.2f} "
+                             f"[{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p = {t['p_value']:.3f}.")
+    return lines
+
+
+def main_table_lines(recipe: dict, runs: list[dict], order: list[str], by_preset: dict, tests: dict,
+                     dev_limit: int) -> list[str]:
+    """The recipe's main table: dev BLEU / chrF mean ± std over seeds, Δ against abs and rel with the paired
+    bootstrap's interval and p, steps and wall-clock cost, and the footnotes its marks (§ ‡ ¶ †) call for."""
+    tokenize = recipe["bleu_tokenize"]
+    lines = [
         f"Dev set: {dev_limit} sentences; beam {recipe['final_num_beams']}, the saved model in fp32 (the checkpoint "
         "with the best greedy BLEU on the run's selection split: the recipe's tune set, else dev); "
         f"BLEU (sacrebleu, tokenize={tokenize}) and chrF. "
@@ -164,41 +206,32 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
         lines[-1] += (" † seed trained in the other precision than its recipe's `bf16` setting (fp32 or bf16 autocast, "
                       "`--no-bf16` / `--bf16`; e.g. fp32 on a CPU without native bf16, where autocast is far slower); "
                       "every final decode runs the saved model in fp32.")
-    lines += device_lines(runs)
-    lines += averaged_lines(recipe, order, by_preset, dev_limit)
-    variants = recipe.get("variants", {})
-    for p in (p for p in order if p in variants):
-        changes = [f"{k}={v}" for part in ("model", "training") for k, v in variants[p].get(part, {}).items()]
-        lines += ["", f"Variant `{p}`: `{variants[p]['preset']}` with {', '.join(changes) or 'no changes'} (recipe `variants`)."]
-        for base, what in ((variants[p]["preset"], "the preset it changes"),
-                           (same_change_baseline(variants, p), "the baseline with the same changes")):
-            t = compare(p, base)
-            if t:
-                lines.append(f"Against `{base}` ({what}): {t['delta']:+.2f} "
-                             f"[{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p = {t['p_value']:.3f}.")
-    lines += comparison_lines(recipe, stats, compare)
-    if not recipe.get("length_buckets"):  # the subword buckets replace thirds by words (unspaced Japanese has none)
-        sources = read_lines(resolve(recipe, recipe["data"]["dev"][0]))[:dev_limit]
-        lines += length_thirds_lines(order, stats, sources, tokenize)
-    lines += length_bucket_lines(recipe, results_dir, order, by_preset, stats, dev_limit, chart_dir)
-    lines += data_size_lines(recipe, results_dir, chart_dir)
-    lines += learning_curve_lines(order, by_preset)
+    return lines
+
+
+def parse_head_lines(order: list[str], by_preset: dict) -> list[str]:
+    """The parse-head accuracy table of the presets that recorded one (DBSA heads, a self-parsing model's parser)."""
     parsing = [p for p in order if any(r.get("dev_parse_head_accuracy") for r in by_preset[p])]
-    if parsing:
-        sides = ("source", "target", "self_parse", "self_parse_tree")
-        lines += ["", "Parse heads on dev: % of the subwords the parse loss scores whose predicted head is the "
-                  "parser's head (DBSA source/target heads by argmax, the decoder on the teacher-forced reference; "
-                  "a self-parsing model's own parser by argmax and by the tree it decodes; mean over the seeds "
-                  "that recorded it):", "",
-                  "| preset | DBSA source | DBSA target | own parser (argmax) | own parser (tree) |", "|---|---|---|---|---|"]
-        for p in parsing:
-            accs = [r["dev_parse_head_accuracy"] for r in by_preset[p] if r.get("dev_parse_head_accuracy")]
-            lines.append(f"| {p} | " + " | ".join(
-                f"{np.mean([a[side] for a in accs if side in a]):.2f}" if any(side in a for a in accs) else "–"
-                for side in sides) + " |")
-    lines += self_parsing_lines(recipe, order, by_preset, stats, dev_limit)
-    extra_names = sorted({k for r in runs for k in r.get("extra", {})})
-    for name in extra_names:
+    if not parsing:
+        return []
+    sides = ("source", "target", "self_parse", "self_parse_tree")
+    lines = ["", "Parse heads on dev: % of the subwords the parse loss scores whose predicted head is the "
+             "parser's head (DBSA source/target heads by argmax, the decoder on the teacher-forced reference; "
+             "a self-parsing model's own parser by argmax and by the tree it decodes; mean over the seeds "
+             "that recorded it):", "",
+             "| preset | DBSA source | DBSA target | own parser (argmax) | own parser (tree) |", "|---|---|---|---|---|"]
+    for p in parsing:
+        accs = [r["dev_parse_head_accuracy"] for r in by_preset[p] if r.get("dev_parse_head_accuracy")]
+        lines.append(f"| {p} | " + " | ".join(
+            f"{np.mean([a[side] for a in accs if side in a]):.2f}" if any(side in a for a in accs) else "–"
+            for side in sides) + " |")
+    return lines
+
+
+def extra_set_lines(recipe: dict, runs: list[dict], order: list[str], by_preset: dict) -> list[str]:
+    """One table per extra evaluation set (`run --extra-eval`): BLEU / chrF mean ± std over the seeds scored on it."""
+    lines = []
+    for name in sorted({k for r in runs for k in r.get("extra", {})}):
         lines += ["", f"Extra evaluation set `{name}` (beam {recipe['final_num_beams']}):", "",
                   "| preset | seeds | BLEU | chrF |", "|---|---|---|---|"]
         for p in order:
@@ -206,11 +239,7 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
             if rs:
                 lines.append(f"| {p} | {','.join(str(r['seed']) for r in rs)} | {_fmt_mean_std([r['extra'][name]['bleu'] for r in rs])} | "
                              f"{_fmt_mean_std([r['extra'][name]['chrf'] for r in rs])} |")
-    chart = plot_chart(recipe, order, by_preset, chart_dir)
-    lines += ["", f"![dev BLEU per preset]({os.path.relpath(chart, RESULTS_MD.parent)})", "", "Commands:", "", "```"]
-    lines += [r["command"] for p in order for r in sorted(by_preset[p], key=lambda r: r["seed"]) if r.get("command")]
-    lines += ["```", ""] + todo
-    return "\n".join(lines)
+    return lines
 
 
 def averaged_lines(recipe: dict, order: list[str], by_preset: dict, dev_limit: int) -> list[str]:
