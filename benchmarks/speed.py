@@ -35,6 +35,7 @@ of `--batch-size` sentences, or of `--tokens-per-batch` // n sentences (the same
 import argparse
 import json
 import os
+import shlex
 import random
 import statistics
 import subprocess
@@ -514,6 +515,20 @@ KFTT = SHARED / "data" / "kftt"
 DEFAULT_LONG_TOKENIZER = next(iter(sorted((REPO.parent / "runs" / "quality" / "kftt.ja-en").glob("tokenizer-*"))), None)
 
 
+def recorded_command(argv: list[str]) -> str:
+    """The arguments as a shell would take them back (quoted), without `--note`, whose text is written beside
+    the tables anyway."""
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--note":
+            skip = True
+        elif not arg.startswith("--note="):
+            kept.append(arg)
+    return shlex.join(kept)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 64, 128, 256])
@@ -570,7 +585,7 @@ def main(argv=None):
 
     base = [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])]
     parts = set(args.parts.split(",")) - {"none"}
-    command = "python benchmarks/speed.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python benchmarks/speed.py " + recorded_command(argv if argv is not None else sys.argv[1:])
     results = {}
     if not parts >= set(DEFAULT_PARTS.split(",")):  # the other parts come from the previous run's JSON
         results = json.loads(Path(args.output).read_text())["results"]

@@ -31,6 +31,12 @@ def test_interleaved_rotates_order_and_times_every_call(monkeypatch):
     assert times == {"a": [1.0] * 3, "b": [10.0] * 3}  # each call's own time, whatever its place in the round
 
 
+def test_recorded_command_quotes_and_leaves_out_the_note():
+    argv = ["--parts", "pipeline", "--note", "beside two runs; 4 rounds", "--presets", "a+b", "--note=x y"]
+    assert speed.recorded_command(argv) == "--parts pipeline --presets a+b"
+    assert speed.recorded_command(["--pipeline-text", "my file.txt"]) == "--pipeline-text 'my file.txt'"
+
+
 def test_median_ratio_pairs_rounds():
     assert speed._median_ratio([2.0, 4.0, 100.0], [1.0, 2.0, 10.0]) == 2.0
 
