@@ -167,9 +167,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
     resumed_step = int(checkpoint.rsplit("-", 1)[1]) if checkpoint else 0
     logger.info("training %s seed %d on %s -> %s", preset, seed, recipe["name"], run_dir)
     start = time.time()
-    stop_by, after_epoch = getattr(args, "stop_training_by", None), getattr(args, "stop_training_after_epoch", None)
-    deadline = TrainingDeadline(stop_by, after_epoch) if stop_by or after_epoch else None
-    callbacks = (early_stopping_callbacks(recipe) or []) + ([deadline] if deadline else [])
+    callbacks, deadline = training_callbacks(recipe, args)
     result = train(model_args, data_args, training_args, tokenizer=tokenizer, annotator=annotator,
                    target_annotator=target_annotator, raw_datasets=corpus.raw_datasets(),
                    callbacks=callbacks or None, command=command)
@@ -184,15 +182,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
     steps_per_epoch = len(trainer.get_train_dataloader())  # fixed-size or token-budget batches
     epochs_done = state.global_step / steps_per_epoch
     epochs_this_process = (state.global_step - resumed_step) / steps_per_epoch
-    # a direct greedy pass over the split the Trainer evaluated on (tune, else dev) for `warn_if_eval_order_differs`
-    # (the Trainer's collator feeds the parser's trees, also to a self-parsing model)
-    config = model.config
     selection = corpus.selection_split
-    greedy = translate(model, tokenizer, corpus.texts[selection][0],
-                       corpus.parses(corpus.texts[selection][0], "source", corpus.paths[selection][0])
-                       if config.needs_parser_at_inference or config.self_parsing else None,
-                       1, recipe["max_target_length"], recipe["max_source_length"], translate_batch_size(recipe))
-    direct_greedy = score(greedy, corpus.texts[selection][1], recipe["bleu_tokenize"])
+    direct_greedy = direct_greedy_score(model, tokenizer, corpus)
     # The check above runs the model as the Trainer evaluated it: with `--bf16`/"bf16" accelerate wraps
     # `forward` in bf16 autocast. The final decode runs it as users load it (fp32, no wrapper), the
     # same as `--evaluate-only` on the saved run.
@@ -204,8 +195,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
     evals = evaluate_sets(model, tokenizer, corpus, {**splits, **parse_extra_evals(args.extra_eval)}, prefix,
                           recipe["final_num_beams"])
     blind = translate_blind(model, tokenizer, corpus, prefix)
-    history = [{"epoch": round(h["epoch"], 2), "step": h["step"], "bleu": h["eval_bleu"], "chrf": h.get("eval_chrf")}
-               for h in state.log_history if "eval_bleu" in h]
+    history = evaluation_history(state)
     out = {
         "preset": preset, "variant_of": base_preset if base_preset != preset else None,
         "seed": seed, "corpus": recipe["corpus"], "recipe": recipe["name"],
@@ -249,6 +239,34 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
     logger.info("wrote %s: dev BLEU %.2f (beam %d)%s", result_path, out["dev"]["bleu"], recipe["final_num_beams"],
                 f", averaged model {out['dev_averaged']['bleu']:.2f}" if out["dev_averaged"] else "")
     return out
+
+
+def training_callbacks(recipe: dict, args) -> tuple[list, Optional[TrainingDeadline]]:
+    """The recipe's early stopping and, with `--stop-training-by` / `--stop-training-after-epoch`, the deadline
+    (returned too: the result records where it stopped the run)."""
+    stop_by, after_epoch = getattr(args, "stop_training_by", None), getattr(args, "stop_training_after_epoch", None)
+    deadline = TrainingDeadline(stop_by, after_epoch) if stop_by or after_epoch else None
+    return (early_stopping_callbacks(recipe) or []) + ([deadline] if deadline else []), deadline
+
+
+def direct_greedy_score(model, tokenizer, corpus: Corpus) -> dict:
+    """BLEU of a direct greedy pass over the split the Trainer evaluated on (tune, else dev), for
+    `warn_if_eval_order_differs`; the parser's trees feed a model that reads them, a self-parsing one too (as the
+    Trainer's collator does)."""
+    recipe, selection = corpus.recipe, corpus.selection_split
+    config = model.config
+    sources = corpus.texts[selection][0]
+    parses = (corpus.parses(sources, "source", corpus.paths[selection][0])
+              if config.needs_parser_at_inference or config.self_parsing else None)
+    greedy = translate(model, tokenizer, sources, parses, 1, recipe["max_target_length"], recipe["max_source_length"],
+                       translate_batch_size(recipe))
+    return score(greedy, corpus.texts[selection][1], recipe["bleu_tokenize"])
+
+
+def evaluation_history(state) -> list[dict]:
+    """The Trainer's greedy evaluations during training: epoch, step, BLEU and chrF of each."""
+    return [{"epoch": round(h["epoch"], 2), "step": h["step"], "bleu": h["eval_bleu"], "chrf": h.get("eval_chrf")}
+            for h in state.log_history if "eval_bleu" in h]
 
 
 def record_training_process(run_dir: Path, start: float, from_step: int, to_step: int, args) -> list[dict]:
