@@ -72,10 +72,10 @@ class SourceLengthCapLogitsProcessor(LogitsProcessor):
             raise ValueError(f"{rows} generated rows for {sentences} source sentences: the length cap was built for "
                              "another batch")
         caps = self.caps.to(input_ids.device).repeat_interleave(rows // sentences)
-        at_cap = (caps <= input_ids.shape[1] - self.decoder_start_length)[:, None]
-        only_eos = torch.full_like(scores, -math.inf)
-        only_eos[:, self.eos_token_id] = scores[:, self.eos_token_id]
-        return torch.where(at_cap, only_eos, scores)
+        at_cap = caps <= input_ids.shape[1] - self.decoder_start_length
+        not_eos = torch.ones(scores.shape[-1], dtype=torch.bool, device=scores.device)
+        not_eos[self.eos_token_id] = False
+        return scores.masked_fill(at_cap[:, None] & not_eos, -math.inf)
 
 
 __all__ = ["SourceLengthCapLogitsProcessor", "check_length_cap"]
