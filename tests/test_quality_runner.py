@@ -1214,12 +1214,25 @@ def test_summary_reports_selected_and_averaged_models(tune_setup):
     t = summary.paired_bootstrap(statistics["transformer_dep_rel"], statistics["transformer_abs"])
     assert rows[1][8:] == [f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]", f"{t['p_value']:.3f}"]
     assert rows[0][8:] == ["–", "–"]
+    assert "The recipe's comparisons on the averaged models" not in text  # this recipe has none
     assert "The conclusions use the averaged models (averaged: no selection on any split" in text
     assert "chosen on tune, not on dev" in text
     assert any(line.startswith("| transformer_abs | 1,2,3 |") for line in text.splitlines())  # the main table
     # the training curves are labeled with the split they were measured on: tune for the new runs, dev for the old
     assert "Greedy tune BLEU at each evaluation" in text and "Greedy dev BLEU at each evaluation" in text
     (results / "transformer_abs" / "seed3.json").unlink()
+    # the recipe's comparisons are tested on the averaged models' hypotheses too (here abs against dep_rel)
+    recipe_path = folder / "recipe.json"
+    plain = recipe_path.read_text()
+    recipe_path.write_text(json.dumps({**json.loads(plain), "comparisons": [["transformer_abs", "transformer_dep_rel"]]}))
+    try:
+        text = quality.main(["summary", *common, "--output", str(folder / "cards" / "RESULTS.md")])
+    finally:
+        recipe_path.write_text(plain)
+    _, compared = _table(text.split("The recipe's comparisons on the averaged models")[1], "system | baseline")
+    t = summary.paired_bootstrap(statistics["transformer_abs"], statistics["transformer_dep_rel"])
+    assert compared == [["transformer_abs", "transformer_dep_rel", "1,2",
+                         f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p {t['p_value']:.3f}"]]
 
 
 def test_an_interrupted_run_writes_no_result_and_resumes(setup, monkeypatch):

@@ -245,8 +245,8 @@ def extra_set_lines(recipe: dict, runs: list[dict], order: list[str], by_preset:
 def averaged_lines(recipe: dict, order: list[str], by_preset: dict, dev_limit: int) -> list[str]:
     """Runs with `average_last_k` (issue 46): dev BLEU / chrF of the selected checkpoint (best greedy BLEU on the
     selection split) beside the mean of the last k checkpoints, mean ± std over seeds, and each preset's paired
-    bootstrap against abs computed on the averaged models' dev hypotheses; the text states that the conclusions
-    use the averaged models, which no split chose."""
+    bootstrap against abs computed on the averaged models' dev hypotheses, then the recipe's `comparisons` on those
+    same hypotheses; the text states that the conclusions use the averaged models, which no split chose."""
     runs = {p: sorted((r for r in by_preset[p] if r.get("dev_averaged")), key=lambda r: r["seed"]) for p in order}
     runs = {p: rs for p, rs in runs.items() if rs}
     if not runs:
@@ -271,6 +271,9 @@ def averaged_lines(recipe: dict, order: list[str], by_preset: dict, dev_limit: i
             cells += [_fmt_mean_std([r["dev"][metric] for r in rs]), _fmt_mean_std([r["dev_averaged"][metric] for r in rs])]
         cells += [f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]", f"{t['p_value']:.3f}"] if t else ["–", "–"]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += comparison_lines(recipe, stats, lambda system, base: compare_runs(stats, system, base, tokenize),
+                              "The recipe's comparisons on the averaged models' dev hypotheses (paired bootstrap on the "
+                              "seeds both have run):")
     lines += ["", "The conclusions use the averaged models (averaged: no selection on any split; k is fixed by the "
               "recipe before training). " + ("The selected checkpoints of runs selected on dev were chosen on the "
                                              "split they are scored on, so their dev figures are biased upward."
@@ -323,13 +326,14 @@ def device_lines(runs: list[dict]) -> list[str]:
         [f"- {device}: {', '.join(names)}" for device, names in devices.items()]
 
 
-def comparison_lines(recipe: dict, stats: dict, compare) -> list[str]:
+def comparison_lines(recipe: dict, stats: dict, compare,
+                     heading: str = "The recipe's comparisons (paired bootstrap on the seeds both have run):") -> list[str]:
     """The recipe's own `comparisons` ([system, baseline] pairs, e.g. an ablation against its full model or a
     combination against its parts) that have runs on both sides."""
     pairs = [(a, b) for a, b in recipe.get("comparisons", []) if a in stats and b in stats]
     if not pairs:
         return []
-    lines = ["", "The recipe's comparisons (paired bootstrap on the seeds both have run):", "",
+    lines = ["", heading, "",
              "| system | baseline | seeds | Δ [95% CI], p |", "|---|---|---|---|"]
     for system, base in pairs:
         t = compare(system, base)
