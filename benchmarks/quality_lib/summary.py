@@ -122,7 +122,7 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     lines += device_lines(runs)
     lines += averaged_lines(recipe, order, by_preset, dev_limit)
     lines += variant_lines(recipe.get("variants", {}), order, compare)
-    lines += comparison_lines(recipe, stats, compare)
+    lines += comparison_lines(recipe, stats, tokenize)
     if not recipe.get("length_buckets"):  # the subword buckets replace thirds by words (unspaced Japanese has none)
         sources = read_lines(resolve(recipe, recipe["data"]["dev"][0]))[:dev_limit]
         lines += length_thirds_lines(order, stats, sources, tokenize)
@@ -271,9 +271,8 @@ def averaged_lines(recipe: dict, order: list[str], by_preset: dict, dev_limit: i
             cells += [_fmt_mean_std([r["dev"][metric] for r in rs]), _fmt_mean_std([r["dev_averaged"][metric] for r in rs])]
         cells += [f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]", f"{t['p_value']:.3f}"] if t else ["–", "–"]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += comparison_lines(recipe, stats, lambda system, base: compare_runs(stats, system, base, tokenize),
-                              "The recipe's comparisons on the averaged models' dev hypotheses (paired bootstrap on the "
-                              "seeds both have run):")
+    lines += comparison_lines(recipe, stats, tokenize, "The recipe's comparisons on the averaged models' dev "
+                              "hypotheses (paired bootstrap on the seeds both have run):")
     lines += ["", "The conclusions use the averaged models (averaged: no selection on any split; k is fixed by the "
               "recipe before training). " + ("The selected checkpoints of runs selected on dev were chosen on the "
                                              "split they are scored on, so their dev figures are biased upward."
@@ -326,7 +325,7 @@ def device_lines(runs: list[dict]) -> list[str]:
         [f"- {device}: {', '.join(names)}" for device, names in devices.items()]
 
 
-def comparison_lines(recipe: dict, stats: dict, compare,
+def comparison_lines(recipe: dict, stats: dict, tokenize: str,
                      heading: str = "The recipe's comparisons (paired bootstrap on the seeds both have run):") -> list[str]:
     """The recipe's own `comparisons` ([system, baseline] pairs, e.g. an ablation against its full model or a
     combination against its parts) that have runs on both sides."""
@@ -336,7 +335,7 @@ def comparison_lines(recipe: dict, stats: dict, compare,
     lines = ["", heading, "",
              "| system | baseline | seeds | Δ [95% CI], p |", "|---|---|---|---|"]
     for system, base in pairs:
-        t = compare(system, base)
+        t = compare_runs(stats, system, base, tokenize)
         lines.append(f"| {system} | {base} | {','.join(map(str, t['seeds'])) if t else '–'} | {_fmt_test(t)} |")
     return lines
 
