@@ -1039,6 +1039,7 @@ def test_tune_split_selects_and_the_averaged_model_is_reported_beside_the_select
     assert evaluated_on == [(data / "dev.src").read_text().splitlines()]  # the Trainer's eval set: the tune pairs
     assert run["selection_split"] == "tune" and run["averaged_checkpoints"] == ["checkpoint-4", "checkpoint-6"]
     assert run["dev"]["sentences"] == run["dev_averaged"]["sentences"] == 5
+    assert run["averaged_model_wall_seconds"] > 0  # the run's time beyond wall_time_seconds
     assert run["tune"]["sentences"] == run["tune_averaged"]["sentences"] == 6
     # the Trainer's greedy evaluations were on tune, and are labeled so
     assert "dev_greedy_bleu_trainer" not in run and "dev_bleu_by_eval" not in run

@@ -215,7 +215,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
         "training_wall_seconds_all_processes": round(sum(p["wall_seconds"] for p in processes), 1),
         "continued_from": continued_from,
         "train_runtime_seconds": round(metrics.get("train_runtime", 0.0), 1),
-        "wall_time_seconds": round(time.time() - start, 1),
+        "wall_time_seconds": round(time.time() - start, 1),  # up to the selected model's translations
         "train_tokens_per_second": round(train_tokens * epochs_this_process / max(metrics.get("train_runtime", 1e-9), 1e-9)),
         "final_train_loss": metrics.get("train_loss"),
         # the Trainer's greedy evaluations are on the selection split: "tune_..." or "dev_..."
@@ -291,8 +291,9 @@ def write_result(result_path: Path, out: dict) -> None:
 
 def add_averaged_model(corpus: Corpus, run_dir: Path, result_path: Path, out: dict, device: str) -> dict:
     """Evaluate the average of the run's last `average_last_k` checkpoints (`evaluate_averaged`) and add it to the
-    result `out` (written to `result_path`). A run stopped before its schedule (early stopping, a deadline) with
-    fewer checkpoints averages those it saved."""
+    result `out` (written to `result_path`) with the wall time of this step, which `wall_time_seconds` leaves out.
+    A run stopped before its schedule (early stopping, a deadline) with fewer checkpoints averages those it saved."""
+    start = time.time()
     k, saved = corpus.recipe["average_last_k"], sum(1 for p in run_dir.glob("checkpoint-*") if p.is_dir())
     planned = out.get("planned_epochs")
     if saved < k and (out.get("stopped_by_deadline_after_epoch") or (planned and out["epochs"] < planned)):
@@ -302,7 +303,8 @@ def add_averaged_model(corpus: Corpus, run_dir: Path, result_path: Path, out: di
     splits = {split: tuple(corpus.paths[split]) for split in ("dev", "tune") if split in corpus.paths}
     evals, blind, averaged_from = evaluate_averaged(corpus, run_dir, splits, result_path.with_suffix(""), device, k)
     out = {**out, "averaged_checkpoints": averaged_from, "dev_averaged": evals.pop("dev", None),
-           "tune_averaged": evals.pop("tune", None), "extra_averaged": evals or None, "test_averaged": blind}
+           "tune_averaged": evals.pop("tune", None), "extra_averaged": evals or None, "test_averaged": blind,
+           "averaged_model_wall_seconds": round(time.time() - start, 1)}
     write_result(result_path, out)
     return out
 
