@@ -654,6 +654,16 @@ def test_enja_variants_as_the_authors_ran_them():
         assert (config.sla_layers, config.sla_binarize) == ([1], binarize)
 
 
+def test_kftt_dbsa_authors_variant_is_the_enja_one():
+    """The KFTT recipe's transformer_dbsa@authors trains with the same changes to transformer_dbsa (layers, loss
+    weights, supervised row, normalisation, no clipping) as the small_parallel_enja recipe's."""
+    enja, kftt = (recipes.load_recipe(REPO / "benchmarks" / "recipes" / f"{name}.json")
+                  for name in ("small_parallel_enja.ja-en", "kftt.ja-en"))
+    assert kftt["variants"]["transformer_dbsa@authors"] == enja["variants"]["transformer_dbsa@authors"]
+    assert recipes.run_settings(kftt, "transformer_dbsa@authors")[2]["max_grad_norm"] == 0
+    assert "max_grad_norm" not in recipes.run_settings(kftt, "transformer_dbsa")[2]
+
+
 def _random_corpus(n, rng):
     words = [f"w{i}" for i in range(30)]
     refs = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))) for _ in range(n)]
