@@ -8,7 +8,9 @@ as good as the best single checkpoint or better.
 
     average_checkpoints(last_checkpoints("runs/abs/seed1", 5), "runs/abs/seed1/averaged")
 
-or `hf-syntax-mt average --run-dir runs/abs/seed1 --last 5 --out runs/abs/seed1/averaged`.
+or `hf-syntax-mt average --run-dir runs/abs/seed1 --last 5 --out runs/abs/seed1/averaged`. A folder that is
+not empty (e.g. the run dir, whose trained `model.safetensors` the average would replace) is refused unless
+`overwrite=True` (`--overwrite`); then its model card gets a note that the weights are the average.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 # config entries that name where or by what a checkpoint was saved, not what the model is
 _CONFIG_BOOKKEEPING = {"_name_or_path", "transformers_version", "architectures", "dtype", "torch_dtype"}
 _CHECKPOINT_NAME = re.compile(r"checkpoint-(\d+)")
+_CARD_NOTE = "> **Averaged weights.**"
 
 
 def last_checkpoints(run_dir: Union[str, Path], k: int) -> list[Path]:
@@ -72,7 +75,40 @@ def _tokenizer_dir(checkpoints: Sequence[Path]):
     return None
 
 
-def average_checkpoints(checkpoints: Sequence[Union[str, Path]], output_dir: Union[str, Path]) -> Path:
+def _check_output_dir(output_dir: Path, resolved: Sequence[Path], overwrite: bool) -> None:
+    """Refuse a checkpoint as the output, and a folder that is not empty unless `overwrite`."""
+    if output_dir.resolve() in resolved:
+        raise ValueError(f"output dir {output_dir} is one of the checkpoints: choose another folder")
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ValueError(f"output dir {output_dir} is a file, not a folder")
+    if overwrite or not output_dir.is_dir() or not any(output_dir.iterdir()):
+        return
+    weights = [name for name in WEIGHTS_FILES if (output_dir / name).is_file()]
+    holds = f"a model ({', '.join(weights)})" if weights else "files"
+    raise ValueError(f"output dir {output_dir} is not empty: it holds {holds} that the average would replace; "
+                     "choose a new folder, or pass overwrite=True (hf-syntax-mt average --overwrite) to write over it")
+
+
+def _note_in_model_card(output_dir: Path, checkpoints: Sequence[Path]) -> None:
+    """A model card (README.md) already in `output_dir` describes the model that was there: say, below its
+    metadata, that the weights are now the average, so its scores are not read as the average's."""
+    card = output_dir / "README.md"
+    if not card.is_file():
+        return
+    text, metadata = card.read_text(encoding="utf-8"), ""
+    if text.startswith("---\n") and "\n---\n" in text[3:]:
+        end = text.index("\n---\n", 3) + len("\n---\n")
+        metadata, text = text[:end] + "\n", text[end:]
+    text = re.sub(rf"^\s*{re.escape(_CARD_NOTE)}.*\n\n", "", text)  # an earlier average's note
+    names = ", ".join(path.name for path in checkpoints)
+    note = (f"{_CARD_NOTE} `model.safetensors` here is the mean of {len(checkpoints)} checkpoint(s) ({names}; "
+            f"`{AVERAGING_RECORD}`), written over the model this card describes: the scores below are that "
+            "model's, not the average's.\n\n")
+    card.write_text(metadata + note + text.lstrip("\n"), encoding="utf-8")
+
+
+def average_checkpoints(checkpoints: Sequence[Union[str, Path]], output_dir: Union[str, Path],
+                        overwrite: bool = False) -> Path:
     """Write to `output_dir` the model whose every weight is the mean over the checkpoints,
 
         W_avg = (1/k) · Σ_i W_i        (accumulated in float64, cast back to the tensor's dtype),
@@ -81,7 +117,9 @@ def average_checkpoints(checkpoints: Sequence[Union[str, Path]], output_dir: Uni
     checkpoint's), the tokenizer (from a checkpoint or the first checkpoint's parent run dir, where one is
     saved) and `averaged_checkpoints.json` naming the checkpoints. Integer buffers are not averaged: they
     must be equal in every checkpoint. Tied weights stay tied (the first checkpoint's model receives the
-    mean and is saved by `save_pretrained`). Returns `output_dir`."""
+    mean and is saved by `save_pretrained`). An `output_dir` that is not empty (a trained model, a run dir)
+    is refused unless `overwrite`; a model card there then gets a note that the weights are the average.
+    Returns `output_dir`."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     import hf_syntax_mt  # noqa: F401  (registers the Auto classes)
@@ -94,8 +132,7 @@ def average_checkpoints(checkpoints: Sequence[Union[str, Path]], output_dir: Uni
     if repeated:
         raise ValueError(f"checkpoint given more than once: {', '.join(repeated)}")
     output_dir = Path(output_dir)
-    if output_dir.resolve() in resolved:
-        raise ValueError(f"output dir {output_dir} is one of the checkpoints: choose another folder")
+    _check_output_dir(output_dir, resolved, overwrite)
     for path in paths:
         _check_checkpoint_files(path)
 
@@ -134,4 +171,5 @@ def average_checkpoints(checkpoints: Sequence[Union[str, Path]], output_dir: Uni
     record = {"method": "mean", "checkpoints": [str(p) for p in paths],
               "tokenizer_from": None if tokenizer_dir is None else str(tokenizer_dir)}
     (output_dir / AVERAGING_RECORD).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    _note_in_model_card(output_dir, paths)
     return output_dir

@@ -5,7 +5,7 @@
     hf-syntax-mt annotate --model SELF_PARSING_DIR [--conllu GOLD] [FILE] > parsed.conllu
     hf-syntax-mt plot --model DIR --sentence "..." --kind relations|sla|attention --out fig.png
     hf-syntax-mt train --preset transformer_dep_rel --train_file ... (all of training/train.py)
-    hf-syntax-mt average --out DIR (--checkpoints C1 C2 ... | --run-dir RUN --last K)
+    hf-syntax-mt average --out DIR [--overwrite] (--checkpoints C1 C2 ... | --run-dir RUN --last K)
     hf-syntax-mt demo
 
 Input is one sentence a line (stdin when FILE is omitted); `translate` writes one line per input
@@ -274,7 +274,7 @@ def cmd_average(args) -> int:
     from .checkpoint_averaging import average_checkpoints, last_checkpoints
 
     checkpoints = args.checkpoints if args.checkpoints else last_checkpoints(args.run_dir, args.last)
-    print(average_checkpoints(checkpoints, args.out))
+    print(average_checkpoints(checkpoints, args.out, overwrite=args.overwrite))
     return 0
 
 
@@ -330,7 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
     subs.add_parser("train", help="train a model (the flags of training/train.py; --help there)", add_help=False)
 
     p = subs.add_parser("average", help="average the weights of checkpoints into one model (prints its folder)")
-    p.add_argument("--out", required=True, help="folder to write the averaged model to")
+    p.add_argument("--out", required=True, help="folder to write the averaged model to (a new or empty one)")
+    p.add_argument("--overwrite", action="store_true", help="write into --out even if it is not empty (e.g. over the "
+                                                            "run dir's trained model.safetensors)")
     which = p.add_mutually_exclusive_group(required=True)
     which.add_argument("--checkpoints", nargs="+", help="checkpoint folders to average")
     which.add_argument("--run-dir", help="a training output dir: average its last --last checkpoint-N folders")

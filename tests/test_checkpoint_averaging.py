@@ -189,3 +189,40 @@ def test_cli_average(corpus, tmp_path, capsys):
         with pytest.raises(SystemExit) as error:
             cli_main(["average", *bad])
         assert error.value.code == 2
+
+
+def test_average_refuses_to_write_over_a_trained_model_unless_asked(corpus, tmp_path, capsys):
+    """`--out RUN_DIR` would replace the run's trained model.safetensors: refused (exit 2, nothing written) unless
+    --overwrite; a folder with any file in it too. With --overwrite, the card left there says the weights are the average."""
+    run = tmp_path / "run"
+    paths = save_run(run, "transformer_abs", corpus[1], steps=(1, 2))
+    AutoModelForSeq2SeqLM.from_pretrained(paths[-1]).save_pretrained(run)  # the trained model at the run's top
+    (run / "README.md").write_text("---\nlibrary_name: transformers\n---\n\n# a trained model\n\n| dev | bleu | 9.00 |\n")
+    before = {name: (run / name).read_bytes() for name in ("model.safetensors", "config.json", "README.md")}
+    average = ["average", "--run-dir", str(run), "--last", "2", "--out", str(run)]
+    capsys.readouterr()
+    assert cli_main(average) == 2
+    assert capsys.readouterr().err == (
+        f"hf-syntax-mt average: error: output dir {run} is not empty: it holds a model (model.safetensors) that the "
+        "average would replace; choose a new folder, or pass overwrite=True (hf-syntax-mt average --overwrite) to "
+        "write over it\n")
+    assert {name: (run / name).read_bytes() for name in before} == before
+    assert not (run / "averaged_checkpoints.json").exists()
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "todo.txt").write_text("keep me\n")
+    with pytest.raises(ValueError, match=f"output dir {notes} is not empty: it holds files that the average"):
+        average_checkpoints(paths, notes)
+    with pytest.raises(ValueError, match="is a file, not a folder"):
+        average_checkpoints(paths, notes / "todo.txt")
+
+    assert cli_main([*average, "--overwrite"]) == 0
+    expected = naive_mean(paths)
+    for name, tensor in AutoModelForSeq2SeqLM.from_pretrained(run).state_dict().items():
+        torch.testing.assert_close(tensor.double(), expected[name], rtol=0, atol=1e-6, msg=name)
+    card = (run / "README.md").read_text()
+    assert card.startswith("---\nlibrary_name: transformers\n---\n\n> **Averaged weights.** `model.safetensors` here is "
+                           "the mean of 2 checkpoint(s) (checkpoint-1, checkpoint-2; `averaged_checkpoints.json`)")
+    assert card.endswith("# a trained model\n\n| dev | bleu | 9.00 |\n")
+    assert cli_main([*average, "--overwrite"]) == 0  # again: one note, not two
+    assert (run / "README.md").read_text() == card
