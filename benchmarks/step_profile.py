@@ -1,0 +1,113 @@
+"""Where a training step goes: `torch.profiler` over a few AdamW steps of the KFTT recipe's model, the
+self CPU time of every operator grouped by kind, and the step's time as a multiple of its matrix products.
+
+    python benchmarks/step_profile.py [--presets transformer_abs transformer_dbsa] [--batch 40 --length 48]
+                                      [--steps 3] [--threads 1] [--bf16] [--attn eager] [--dropout 0.1]
+                                      [--label-smoothing 0.1] [--top 12]
+
+The ratio `step / matmul` is the profiled self CPU time of everything in the step over that of the matrix
+products (`aten::mm`, `addmm`, `bmm`, `baddbmm`, `linear`'s kernels and their mkldnn forms): 1.0 would be a step
+that is all matrix work. The recipe's model is `benchmarks/recipes/kftt.ja-en.json`'s (d_model 256, 3+3 layers,
+8k vocabulary), on random ids and trees of the given shape (40 × 48 tokens ≈ its 2,048-token batches).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import speed
+
+RECIPE = Path(__file__).resolve().parent / "recipes" / "kftt.ja-en.json"
+MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_addmm_activation",
+          "mkldnn::_linear_pointwise", "aten::mkldnn_linear", "aten::_mkldnn_matmul"}
+KINDS = [  # (kind, operator names or prefixes), first match wins
+    ("matrix products", MATMUL),
+    ("copies and casts", {"aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone"}),
+    ("dropout masks", {"aten::bernoulli_", "aten::native_dropout", "aten::uniform_", "aten::random_"}),
+    ("vocabulary softmax / loss", {"aten::_log_softmax", "aten::_log_softmax_backward_data", "aten::nll_loss_forward",
+                                   "aten::nll_loss_backward", "aten::nll_loss2d_forward", "aten::cross_entropy_loss",
+                                   "aten::logsumexp", "aten::exp", "aten::sub", "aten::div", "aten::scatter_"}),
+    ("attention softmax", {"aten::_softmax", "aten::_softmax_backward_data"}),
+    ("optimizer", {"aten::_fused_adamw_", "aten::_foreach_mul_", "aten::_foreach_add_", "aten::_foreach_addcmul_",
+                   "aten::_foreach_lerp_", "aten::_foreach_sqrt", "aten::_foreach_div_", "aten::_foreach_addcdiv_",
+                   "aten::_foreach_add", "aten::_foreach_mul", "aten::_foreach_div", "aten::_foreach_sub_"}),
+    ("elementwise (add, mul, fill, ...)", {"aten::add", "aten::add_", "aten::mul", "aten::mul_", "aten::fill_",
+                                           "aten::zero_", "aten::masked_fill", "aten::masked_fill_", "aten::where",
+                                           "aten::relu", "aten::threshold_backward", "aten::gelu",
+                                           "aten::gelu_backward", "aten::sum", "aten::native_layer_norm",
+                                           "aten::native_layer_norm_backward", "aten::embedding_dense_backward"}),
+]
+
+
+def recipe_size(dropout: float, label_smoothing: float, attn_implementation: str) -> dict:
+    model = json.loads(RECIPE.read_text())["model"]
+    return {**model, "dropout": dropout, "label_smoothing": label_smoothing,
+            "attn_implementation": attn_implementation}
+
+
+def profile_step(preset: str, args) -> dict:
+    """Self CPU microseconds a step by operator kind, averaged over `args.steps` profiled steps."""
+    model, config = speed._build(preset, recipe_size(args.dropout, args.label_smoothing, args.attn))
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    step = speed._training_step(model, optimizer, speed._batch(config, args.batch, args.length), bf16=args.bf16)
+    for _ in range(2):
+        step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(args.steps):
+            step()
+    by_kind, by_op = defaultdict(float), defaultdict(lambda: [0.0, 0])
+    for event in prof.key_averages():
+        if event.self_cpu_time_total <= 0:
+            continue
+        kind = next((k for k, names in KINDS if event.key in names), "other")
+        by_kind[kind] += event.self_cpu_time_total / args.steps
+        by_op[event.key][0] += event.self_cpu_time_total / args.steps
+        by_op[event.key][1] += event.count // args.steps
+    return {"by_kind": dict(by_kind), "by_op": {k: tuple(v) for k, v in by_op.items()}}
+
+
+def print_profile(preset: str, result: dict, top: int) -> float:
+    by_kind, by_op = result["by_kind"], result["by_op"]
+    total = sum(by_kind.values())
+    ratio = total / by_kind.get("matrix products", float("nan"))
+    print(f"\n{preset}: {total / 1000:.0f} ms of self CPU time a step, {ratio:.2f}x its matrix products")
+    print("| where the step goes | share | ms |\n|---|---|---|")
+    for kind, micros in sorted(by_kind.items(), key=lambda item: -item[1]):
+        print(f"| {kind} | {micros / total:.1%} | {micros / 1000:.1f} |")
+    print(f"top {top} operators (ms a step, calls a step):")
+    for name, (micros, calls) in sorted(by_op.items(), key=lambda item: -item[1][0])[:top]:
+        print(f"  {name:40s} {micros / 1000:7.1f} {calls:6d}")
+    return ratio
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--presets", nargs="+", default=["transformer_abs", "transformer_dep_labeled_rel",
+                                                          "transformer_sla", "transformer_dbsa"])
+    parser.add_argument("--batch", type=int, default=40)
+    parser.add_argument("--length", type=int, default=48)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--bf16", action="store_true", help="bf16 autocast (pays only where the CPU has native bf16)")
+    parser.add_argument("--attn", default="eager", help="attn_implementation")
+    parser.add_argument("--dropout", type=float, default=0.1)
+    parser.add_argument("--label-smoothing", type=float, default=0.1)
+    parser.add_argument("--top", type=int, default=12)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print(f"CPU: {speed._cpu_name()}; torch {torch.__version__}, {args.threads} thread(s), "
+          f"{'bf16 autocast' if args.bf16 else 'fp32'}, attn {args.attn}, dropout {args.dropout}, "
+          f"label smoothing {args.label_smoothing}, batch {args.batch} x {args.length}, {args.steps} profiled steps")
+    ratios = {preset: print_profile(preset, profile_step(preset, args), args.top) for preset in args.presets}
+    print("\nstep / matrix products: " + ", ".join(f"{p} {r:.2f}x" for p, r in ratios.items()))
+
+
+if __name__ == "__main__":
+    main()
