@@ -133,7 +133,7 @@ def _decoded_lines(lines: list[bytes], command: str) -> list[str]:
 
     texts = []
     for number, line in enumerate(lines, 1):
-        text, error = decode_line(line, number)
+        text, error = decode_line(line)
         if error is not None:
             print(f"hf-syntax-mt {command}: line {number}: {error} (annotated as an empty line)", file=sys.stderr)
         texts.append(text)
@@ -239,7 +239,7 @@ def cmd_plot(args) -> int:
 
     from .pipeline import decode_line, model_location
 
-    sentence, error = decode_line(args.sentence, 1)
+    sentence, error = decode_line(args.sentence)
     if error is not None or not sentence.strip():
         raise SystemExit(f"hf-syntax-mt plot: --sentence is {error or 'empty'}: give the sentence to plot")
     model_dir = model_location(args.model)

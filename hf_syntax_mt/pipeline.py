@@ -11,7 +11,7 @@ with `SyntaxFeatureProcessor` (the same path as training), `generate`, decode.
 
 Inputs are strings or UTF-8 `bytes`. Bad lines are reported and skipped, never fatal for the batch:
 an empty (or whitespace-only) line, one that is not valid text (bytes that are not UTF-8, a string
-with lone surrogates), a line longer than the model allows (`config.max_position_embeddings` tokens),
+with lone surrogates, an item of the list that is neither, such as `42`), a line longer than the model allows (`config.max_position_embeddings` tokens),
 or a line the parser cannot handle (e.g. a text missing from a `PreParsedAnnotator`), gives
 `{"translation_text": "", "error": "..."}` and one logged warning with its line number (1-based, as
 editors number lines: the first input is line 1). A parser that is not installed raises `ImportError`
@@ -88,22 +88,27 @@ def _is_positive_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def decode_line(line: Union[str, bytes], number: int) -> tuple[str, Optional[str]]:
+def decode_line(line) -> tuple[str, Optional[str]]:
     """`(text, None)` for a line that is valid Unicode text, `("", why)` for one that is not: bytes that are
-    not UTF-8, or a string with lone surrogates (as `errors="surrogateescape"` decoding leaves). `number`
-    (1-based) names the line in the `ValueError` for an input that is neither `str` nor `bytes`."""
+    not UTF-8, a string with lone surrogates (as `errors="surrogateescape"` decoding leaves), or an item that
+    is neither `str` nor `bytes` (e.g. `42` in a list of sentences)."""
     if isinstance(line, bytes):
         try:
             return line.decode("utf-8"), None
         except UnicodeDecodeError as err:
             return "", f"not UTF-8 text (invalid byte {line[err.start]:#04x} at byte {err.start + 1} of the line)"
     if not isinstance(line, str):
-        raise ValueError(f"input line {number} is {type(line).__name__}, expected a string")
+        return "", f"not text but {type(line).__name__} ({_short_repr(line)}): give a string or UTF-8 bytes"
     try:
         line.encode("utf-8")
     except UnicodeEncodeError as err:
         return "", f"not valid Unicode text (lone surrogate {line[err.start]!r} at character {err.start + 1})"
     return line, None
+
+
+def _short_repr(value, width: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 class SyntaxTranslationPipeline(Pipeline):
@@ -170,7 +175,7 @@ class SyntaxTranslationPipeline(Pipeline):
         annotations, offset = batch["annotations"], batch["offset"]
         texts, errors = [], {}
         for i, line in enumerate(batch["texts"]):
-            text, error = decode_line(line, offset + i + 1)
+            text, error = decode_line(line)
             texts.append(text)
             if error is not None:
                 errors[i] = error

@@ -89,8 +89,23 @@ def test_undecodable_lines_are_reported_by_number_and_skipped(dev, caplog):
     assert outputs[2]["error"] == "not valid Unicode text (lone surrogate '\\udce9' at character 4)"
     assert [r.getMessage().split(":")[0] for r in caplog.records] == ["line 2", "line 3"]
     assert translate(sources[1].encode("utf-8"), max_new_tokens=6) == [good[1]]
-    with pytest.raises(ValueError, match="input line 2 is int, expected a string"):
-        translate([sources[0], 7], max_new_tokens=6)
+
+
+def test_an_item_that_is_not_text_fails_alone(dev, caplog):
+    """42 (or None) in a batch: that item gets its error, the rest of the batch is translated."""
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    translate = pipeline("syntax-translation", model=str(out), annotator=PreParsedAnnotator(annotations))
+    good = translate(sources[:2], max_new_tokens=6)
+    with caplog.at_level("WARNING"):
+        outputs = translate([42, sources[0], None, sources[1]], batch_size=4, max_new_tokens=6)
+    assert outputs == [
+        {"translation_text": "", "error": "not text but int (42): give a string or UTF-8 bytes"},
+        good[0],
+        {"translation_text": "", "error": "not text but NoneType (None): give a string or UTF-8 bytes"},
+        good[1],
+    ]
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["line 1", "line 3"]
 
 
 @pytest.mark.parametrize("beams", [0, -1, 1.5])
