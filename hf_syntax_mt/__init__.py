@@ -8,10 +8,8 @@ Importing the package registers `SyntaxMTConfig` / `SyntaxMTForConditionalGenera
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from .configuration_syntax_mt import PRESETS, SyntaxMTConfig
-from .modeling_syntax_mt import (
-    SyntaxMTForConditionalGeneration,
-    SyntaxMTModel,
-    SyntaxMTPreTrainedModel,
+from .modeling_syntax_mt import SyntaxMTForConditionalGeneration, SyntaxMTModel, SyntaxMTPreTrainedModel
+from .relation_attention import (
     dependency_depth_buckets,
     dependency_relation_ids,
     labeled_relation_names,
@@ -40,7 +38,7 @@ from .syntax import (
 from .synthetic import generate_synthetic_corpus, write_synthetic_corpus
 from .tokenization import train_joint_bpe_tokenizer
 from .tokenization_syntax_mt import SyntaxMTTokenizer
-from .convert_marian import convert_marian_model, convert_marian_tokenizer
+from .convert_marian import convert_marian_model, convert_marian_tokenizer  # also defines from_marian
 
 AutoConfig.register(SyntaxMTConfig.model_type, SyntaxMTConfig, exist_ok=True)
 AutoModel.register(SyntaxMTConfig, SyntaxMTModel, exist_ok=True)

@@ -1,11 +1,12 @@
 """Warm start from MarianMT (SPEC §10): convert a Marian checkpoint and its tokenizers.
 
-`convert_marian_model` (also `SyntaxMTForConditionalGeneration.from_marian`) maps every Marian weight onto a
-SyntaxMT model of the same size: the shared embeddings (and an untied LM head), `final_logits_bias`, every
-q/k/v/out projection with its bias, the feed-forward layers, the post-LN layer norms; the activation (opus-mt:
-swish), `scale_embedding`, tying, pad / eos / decoder-start ids, `max_position_embeddings` and the generation
-config come along. Marian's positions are a static sinusoid table with the sines and cosines in two halves,
-which is what SyntaxMT computes (`sinusoidal_positions`; the converter checks the table equals it).
+`convert_marian_model` (also `SyntaxMTForConditionalGeneration.from_marian`, defined here so that the model file
+does not depend on the converter) maps every Marian weight onto a SyntaxMT model of the same size: the shared
+embeddings (and an untied LM head), `final_logits_bias`, every q/k/v/out projection with its bias, the feed-forward
+layers, the post-LN layer norms; the activation (opus-mt: swish), `scale_embedding`, tying, pad / eos /
+decoder-start ids, `max_position_embeddings` and the generation config come along. Marian's positions are a static
+sinusoid table with the sines and cosines in two halves, which is what SyntaxMT computes (`sinusoidal_positions`;
+the converter checks the table equals it).
 
 The syntax parameters of the preset are added so that the converted model computes Marian's function:
 - relative positions a^K, a^V and dependency relations b^K, b^V (depth or labeled) are added to the keys and
@@ -169,6 +170,16 @@ def convert_marian_model(model_or_path, preset: str = "transformer_abs", *, mode
             f"{config.sla_layers}, so the converted model no longer computes Marian's function before fine-tuning"
         )
     return model
+
+
+def from_marian(cls, model_or_path, preset="transformer_abs", **config_overrides):
+    """A MarianMT checkpoint (a `MarianMTModel` or its local / Hub path) converted weight for weight into a `cls`
+    model, with the syntax parameters of `preset` added so that the model computes Marian's function where the
+    method allows (SLA masks change it, and a warning says so): `convert_marian_model`."""
+    return convert_marian_model(model_or_path, preset, model_class=cls, **config_overrides)
+
+
+SyntaxMTForConditionalGeneration.from_marian = classmethod(from_marian)
 
 
 @torch.no_grad()

@@ -18,14 +18,14 @@ from hf_syntax_mt import (
     dependency_relation_ids,
     labeled_relation_names,
 )
-from hf_syntax_mt.modeling_syntax_mt import (
+from hf_syntax_mt.modeling_syntax_mt import SyntaxMTEncoderLayer
+from hf_syntax_mt.relation_attention import (
     NO_RELATION,
-    SyntaxMTEncoderLayer,
-    _walk_to_roots,
     relation_pairs,
     relative_position_expand,
     relative_position_ids,
     relative_position_sums,
+    walk_to_roots,
 )
 
 from hf_syntax_mt.synthetic import random_dependency_tree
@@ -96,7 +96,7 @@ def _naive_walk(heads):
 
 @pytest.mark.parametrize("seed", range(5))
 def test_pointer_doubling_walk_equals_naive_walk(seed):
-    """`_walk_to_roots` (ceil(log2 n) doubling rounds) == the head-by-head walk, on rows of several random
+    """`walk_to_roots` (ceil(log2 n) doubling rounds) == the head-by-head walk, on rows of several random
     trees (chains as deep as the row included) with tokens outside the tree, for every row length 1..40."""
     rng = random.Random(seed)
     for length in range(1, 41):
@@ -110,7 +110,7 @@ def test_pointer_doubling_walk_equals_naive_walk(seed):
                     heads[start + k] = start if k == 0 else start + (k - 1 if chain else rng.randrange(k))
                 start += size + rng.randint(0, 1)  # sometimes a token outside the tree between trees
             rows.append(heads)
-        depth, distance, root, in_tree, max_depth, max_trees = _walk_to_roots(torch.tensor(rows))
+        depth, distance, root, in_tree, max_depth, max_trees = walk_to_roots(torch.tensor(rows))
         naive = [_naive_walk(heads) for heads in rows]
         for b, heads in enumerate(rows):
             for i, (d, ancestors, r) in enumerate(naive[b]):
