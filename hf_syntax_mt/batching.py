@@ -17,7 +17,11 @@ has the same number of batches (the learning-rate schedule counts updates as usu
 epoch are a function of (seed, epoch) alone: a resumed run skips into the very batches it stopped in.
 Under data parallelism (`num_replicas` > 1) the epoch's batch list is extended by repeating its first
 batches to a multiple of `num_replicas` and process `rank` takes batches rank, rank + num_replicas, ...:
-every process gets distinct batches and the same number of them.
+every process gets distinct batches and the same number of them. With `split_batches` (accelerate's
+`split_batches=True`, which `hf-syntax-mt-train --processes N` sets) each batch is instead split between the
+processes: process `rank` takes its pairs rank, rank + num_replicas, ... (the batch is sorted by length, so the
+parts are alike), and the N processes together train on exactly the one-process batches. A batch of fewer pairs
+than processes gives the processes without a pair of their own one of its pairs again.
 
 Evaluation and prediction (`shuffle=False`, a fixed order): evaluation's batches hold pairs sorted by length,
 longest first (`longest_first`; its metrics are corpus-level), prediction's consecutive pairs in corpus order, so
@@ -82,11 +86,13 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         seed: the seed of the training order; epoch e uses (seed, e).
         secondary_lengths: a second sort key for pairs of one length (the source lengths), optional.
         num_replicas, rank: data-parallel processes and this process's index (training only).
+        split_batches: split each batch between the `num_replicas` processes (`max_tokens` is then the budget of
+            all of them together), instead of giving each process whole batches of its own.
     """
 
     def __init__(self, lengths: Sequence[int], max_tokens: int, *, shuffle: bool = True, seed: int = 0,
                  num_replicas: int = 1, rank: int = 0, secondary_lengths: Optional[Sequence[int]] = None,
-                 longest_first: bool = False):
+                 longest_first: bool = False, split_batches: bool = False):
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
             raise ValueError(f"max_tokens_per_batch={max_tokens!r}: expected a positive number of tokens")
         if num_replicas < 1 or not 0 <= rank < num_replicas:
@@ -108,10 +114,11 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.num_replicas = num_replicas
         self.rank = rank
         self.longest_first = longest_first
+        self.split_batches = split_batches
         self.epoch = 0
         count = len(fill_batches(sorted(range(len(self.lengths)), key=self.sort_keys.__getitem__), self.lengths,
                                  max_tokens) if shuffle else self.epoch_batches(0))
-        self._batches_per_process = -(-count // num_replicas)
+        self._batches_per_process = count if split_batches else -(-count // num_replicas)
         self.oversized = sum(length > max_tokens for length in self.lengths)
 
     def set_epoch(self, epoch: int) -> None:
@@ -135,6 +142,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 
     def __iter__(self) -> Iterator[list[int]]:
         batches = self.epoch_batches(self.epoch)
+        if self.num_replicas > 1 and self.split_batches:
+            return iter(batch[self.rank:: self.num_replicas] or [batch[self.rank % len(batch)]] for batch in batches)
         if self.num_replicas > 1 and batches:
             total = self._batches_per_process * self.num_replicas
             batches = [batches[i % len(batches)] for i in range(total)]  # the first ones again, to even the split

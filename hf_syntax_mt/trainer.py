@@ -20,6 +20,7 @@ from transformers.trainer_optimizer import is_optimizer_factory
 from transformers.trainer_utils import seed_worker
 
 from .batching import TokenBudgetBatchSampler, pair_lengths
+from .data_parallel import prepare_presplit, token_share
 from .model_card import write_model_card
 from .tokenization import clear_call_state
 
@@ -50,12 +51,17 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
         self._component_counts: dict[str, int] = {}
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        labels = inputs.get("labels")
         loss, outputs = super().compute_loss(model, inputs, return_outputs=True, num_items_in_batch=num_items_in_batch)
+        share = 1.0
+        if model.training and self.args.world_size > 1 and labels is not None:
+            share = token_share(labels, self.accelerator)  # data parallel: the mean over all processes' tokens
+            loss = loss * share
         if model.training:
             for name in COMPONENT_LOSSES:
                 value = outputs.get(name) if isinstance(outputs, dict) else None
                 if value is not None:
-                    self._component_sums[name] = self._component_sums.get(name, 0.0) + value.detach().float()
+                    self._component_sums[name] = self._component_sums.get(name, 0.0) + value.detach().float() * share
                     self._component_counts[name] = self._component_counts.get(name, 0) + 1
         return (loss, outputs) if return_outputs else loss
 
@@ -105,7 +111,7 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
         sampler = TokenBudgetBatchSampler(
             pair_lengths(sources, targets), budget, shuffle=True, secondary_lengths=sources,
             seed=self.args.data_seed if self.args.data_seed is not None else self.args.seed,
-            num_replicas=self.args.world_size, rank=self.args.process_index,
+            num_replicas=self.args.world_size, rank=self.args.process_index, split_batches=self.accelerator.split_batches,
         )
         if sampler.oversized:
             logger.warning("%d training pairs are longer than --max_tokens_per_batch %d: each gets a batch of its own "
@@ -154,7 +160,7 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
         if is_training:
             params["worker_init_fn"] = partial(seed_worker, num_workers=self.args.dataloader_num_workers,
                                                rank=self.args.process_index)
-        loader = self.accelerator.prepare(DataLoader(dataset, **params))
+        loader = prepare_presplit(self.accelerator, DataLoader(dataset, **params))
         wrapper = getattr(loader, "batch_sampler", None)
         if wrapper is not None and getattr(wrapper, "batch_sampler", None) is batch_sampler:
             wrapper.num_processes, wrapper.process_index = 1, 0

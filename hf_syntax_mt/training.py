@@ -64,6 +64,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy, 
 from .configuration_syntax_mt import SyntaxMTConfig
 from .convert_marian import is_marian_checkpoint
 from .data import DataCollatorForSyntaxSeq2Seq, add_syntax_features
+from .data_parallel import PROCESSES_HELP, train_with_processes
 from .interrupt import InterruptCallback
 from .metrics import check_bleu_tokenize
 from .model_card import write_model_card
@@ -620,17 +621,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = HfArgumentParser((ModelArguments, DataArguments, SyntaxMTTrainingArguments))
     parser.add_argument("--traceback", action="store_true", help="On an error, show the traceback, not only the message")
     parser.add_argument("--threads", type=int, help=THREADS_HELP)
+    parser.add_argument("--processes", type=int, help=PROCESSES_HELP)
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        threads = None
+        threads = processes = None
         if len(argv) == 1 and argv[0].endswith(".json"):
             model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(argv[0]))
         else:
             model_args, data_args, training_args, extra = parser.parse_args_into_dataclasses(args=argv)
-            threads = extra.threads
+            threads, processes = extra.threads, extra.processes
         set_torch_threads(threads)
         logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,
                             handlers=[logging.StreamHandler(sys.stdout)])
+        if processes is not None:  # N data-parallel processes run this command (hf_syntax_mt.data_parallel)
+            return train_with_processes(argv, processes, threads, training_args, data_args)
         result = train(model_args, data_args, training_args, command="hf-syntax-mt-train " + " ".join(argv))
     except (ValueError, OSError, ImportError, SafetensorError) as err:  # SafetensorError: a damaged weights file
         if "--traceback" in argv:

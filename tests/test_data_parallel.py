@@ -1,0 +1,96 @@
+"""`hf-syntax-mt-train --processes N` (`hf_syntax_mt.data_parallel`): N data-parallel CPU processes train on the
+one-process batches and give the one-process losses."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from training_helpers import TINY_OVERRIDES, synthetic_corpus
+
+from hf_syntax_mt.batching import TokenBudgetBatchSampler
+from hf_syntax_mt.data_parallel import available_cores, worker_arguments
+from hf_syntax_mt.training import SyntaxMTTrainingArguments, main
+
+
+def test_split_token_batches_are_the_one_process_batches():
+    """Under `split_batches` the ranks' parts of each step make up the one-process batch, and every rank has
+    as many steps as one process; a batch of fewer pairs than processes repeats one of its pairs."""
+    lengths = [3 + (i * 7) % 23 for i in range(200)]
+    single = TokenBudgetBatchSampler(lengths, 120, seed=5)
+    ranks = [TokenBudgetBatchSampler(lengths, 120, seed=5, num_replicas=3, rank=r, split_batches=True) for r in range(3)]
+    for epoch in (0, 1):
+        for sampler in (single, *ranks):
+            sampler.set_epoch(epoch)
+        steps = list(zip(*ranks))
+        assert len(steps) == len(single) == len(ranks[0])
+        for batch, parts in zip(single, steps):
+            together = sorted(i for part in parts for i in part)
+            assert together == sorted(batch) if len(batch) >= 3 else set(together) == set(batch)
+            assert all(part for part in parts)
+    assert any(len(batch) < 3 for batch in single) and any(len(batch) >= 3 for batch in single)
+    alone = [TokenBudgetBatchSampler([5, 50], 40, seed=1, num_replicas=2, rank=r, split_batches=True) for r in (0, 1)]
+    assert sorted(zip(*alone)) == [([0], [0]), ([1], [1])]  # each pair alone in its batch: on both ranks
+
+
+def test_worker_arguments_split_the_batches_and_keep_the_accelerator_config(tmp_path):
+    args = SyntaxMTTrainingArguments(output_dir=str(tmp_path), use_cpu=True,
+                                     accelerator_config={"even_batches": False})
+    argv = ["--output_dir", str(tmp_path), "--processes", "2", "--threads", "1", "--processes=2"]
+    worker = worker_arguments(argv, args)
+    assert worker[:4] == ["--output_dir", str(tmp_path), "--threads", "1"]
+    assert worker[4] == "--accelerator_config"
+    config = json.loads(worker[5])
+    assert config["split_batches"] is True and config["even_batches"] is False
+
+
+def _cli(data: Path, out: Path, *extra: str) -> list[str]:
+    return ["--preset", "transformer_abs", "--config_overrides", TINY_OVERRIDES, "--vocab_size", "120",
+            "--train_file", str(data / "train"), "--max_source_length", "32", "--max_target_length", "12",
+            "--output_dir", str(out), "--cache_dir", str(out.parent / "cache"), "--use_cpu", "true",
+            "--disable_tqdm", "true", "--report_to", "none", "--save_strategy", "no", "--eval_strategy", "no",
+            "--load_best_model_at_end", "false", "--logging_steps", "1",
+            "--learning_rate", "3e-3", "--warmup_steps", "1", "--seed", "7", *extra]
+
+
+@pytest.mark.parametrize("value, message", [("0", "expected a number of processes >= 1"),
+                                            (str(available_cores() + 1), "cores")])
+def test_processes_flag_errors(tmp_path, capsys, value, message):
+    argv = _cli(synthetic_corpus(), tmp_path / "out", "--max_steps", "1", "--processes", value)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--processes {value}" in err and message in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_processes_refuse_a_batch_they_cannot_split(tmp_path, capsys):
+    if available_cores() < 2:
+        pytest.skip("needs 2 cores")
+    argv = _cli(synthetic_corpus(), tmp_path / "out", "--max_steps", "1", "--per_device_train_batch_size", "5",
+                "--processes", "2")
+    assert main(argv) == 2
+    assert "--per_device_train_batch_size 5" in capsys.readouterr().err
+
+
+def _losses(out: Path) -> list[float]:
+    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    return [entry["loss"] for entry in history if "loss" in entry]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batching", [["--max_tokens_per_batch", "96"], ["--per_device_train_batch_size", "12"]],
+                         ids=["token_budget", "fixed_size"])
+def test_two_processes_give_the_one_process_losses(tmp_path, batching):
+    """2 processes x 1 thread (gloo on localhost) against 1 process, same seed and global batch, no dropout:
+    the logged losses of 5 steps (an epoch boundary included) agree to 1e-4 (float sums in another order)."""
+    if available_cores() < 2:
+        pytest.skip("needs 2 cores")
+    data = synthetic_corpus()
+    steps = ["--max_steps", "5", *batching]
+    assert main(_cli(data, tmp_path / "one", *steps)) == 0
+    assert main(_cli(data, tmp_path / "two", *steps, "--processes", "2")) == 0
+    one, two = _losses(tmp_path / "one"), _losses(tmp_path / "two")
+    assert len(one) == len(two) == 5
+    assert two == pytest.approx(one, abs=1e-4)
+    assert (tmp_path / "two" / "model.safetensors").is_file()
+    assert os.listdir(tmp_path / "two") == os.listdir(tmp_path / "one")
