@@ -15,7 +15,10 @@ A thin `HfArgumentParser` wrapper around `hf_syntax_mt.training.train` over `Mod
 decoder_attention_heads=4,encoder_ffn_dim=1024,decoder_ffn_dim=1024 \
         --per_device_train_batch_size 64 --num_train_epochs 8 --output_dir out/ja_en
 
-    # two CPU processes
+    # two data-parallel CPU processes, one thread each, on the one-process batches (hf_syntax_mt.data_parallel)
+    python training/train.py --processes 2 ...
+
+    # or launched by accelerate (each process then takes its own --per_device_train_batch_size batch)
     accelerate launch --multi_gpu --num_processes 2 training/train.py --use_cpu true ...
 """
 
