@@ -2,8 +2,14 @@
 self CPU time of every operator grouped by kind, and the step's time as a multiple of its matrix products.
 
     python benchmarks/step_profile.py [--presets transformer_abs transformer_dbsa] [--batch 40 --length 48]
-                                      [--steps 3] [--threads 1] [--bf16] [--attn eager] [--dropout 0.1]
-                                      [--label-smoothing 0.1] [--top 12]
+                                      [--steps 3] [--rounds 6] [--threads 1] [--bf16] [--attn eager]
+                                      [--dropout 0.1] [--label-smoothing 0.1] [--top 12] [--no-huge-pages]
+
+Each preset's step is profiled twice in one process: with the `torch.nn.functional` dropout and cross-entropy
+(`functional`: the path before `hf_syntax_mt.fast_ops`) and with the package's (`fast`), then both are timed in
+interleaved rounds (median CPU time of the thread a step, so another process on the machine inflates neither).
+Transparent huge pages for large tensors (`fast_ops.use_huge_pages_for_large_tensors`, what training turns on) hold
+for the whole process: `--no-huge-pages` runs without them (compare two runs).
 
 The ratio `step / matmul` is the profiled self CPU time of everything in the step over that of the matrix
 products (`aten::mm`, `addmm`, `bmm`, `baddbmm`, `linear`'s kernels and their mkldnn forms): 1.0 would be a step
@@ -15,13 +21,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
 
+import statistics
+import time
+
 import torch
+import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
+import hf_syntax_mt.modeling_syntax_mt as modeling
 import speed
+from hf_syntax_mt import fast_ops
 
 RECIPE = Path(__file__).resolve().parent / "recipes" / "kftt.ja-en.json"
 MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_addmm_activation",
@@ -51,14 +64,31 @@ def recipe_size(dropout: float, label_smoothing: float, attn_implementation: str
             "attn_implementation": attn_implementation}
 
 
-def profile_step(preset: str, args) -> dict:
-    """Self CPU microseconds a step by operator kind, averaged over `args.steps` profiled steps."""
+def functional_cross_entropy(logits, labels, epsilon, ignore_index):
+    return F.cross_entropy(logits.float(), labels, ignore_index=ignore_index, label_smoothing=epsilon)
+
+
+OPS = {"functional": (F.dropout, functional_cross_entropy),
+       "fast": (fast_ops.dropout, fast_ops.label_smoothed_cross_entropy)}
+
+
+def use_ops(name: str) -> None:
+    """Make the model file call the named dropout and cross-entropy."""
+    modeling.dropout, modeling.label_smoothed_cross_entropy = OPS[name]
+
+
+def training_step(preset: str, args):
     model, config = speed._build(preset, recipe_size(args.dropout, args.label_smoothing, args.attn))
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     step = speed._training_step(model, optimizer, speed._batch(config, args.batch, args.length), bf16=args.bf16)
-    for _ in range(2):
-        step()
+    step()
+    return step
+
+
+def profile_step(step, args) -> dict:
+    """Self CPU microseconds a step by operator kind, averaged over `args.steps` profiled steps."""
+    step()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(args.steps):
             step()
@@ -71,6 +101,18 @@ def profile_step(preset: str, args) -> dict:
         by_op[event.key][0] += event.self_cpu_time_total / args.steps
         by_op[event.key][1] += event.count // args.steps
     return {"by_kind": dict(by_kind), "by_op": {k: tuple(v) for k, v in by_op.items()}}
+
+
+def timed_rounds(steps: dict, rounds: int) -> dict:
+    """Median thread CPU seconds a step per ops name, the names interleaved round by round."""
+    times = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            use_ops(name)
+            start = time.thread_time()
+            step()
+            times[name].append(time.thread_time() - start)
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def print_profile(preset: str, result: dict, top: int) -> float:
@@ -93,20 +135,37 @@ def main(argv=None):
                                                           "transformer_sla", "transformer_dbsa"])
     parser.add_argument("--batch", type=int, default=40)
     parser.add_argument("--length", type=int, default=48)
-    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=3, help="profiled steps")
+    parser.add_argument("--rounds", type=int, default=6, help="timed rounds")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--bf16", action="store_true", help="bf16 autocast (pays only where the CPU has native bf16)")
     parser.add_argument("--attn", default="eager", help="attn_implementation")
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--label-smoothing", type=float, default=0.1)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--huge-pages", action=argparse.BooleanOptionalAction, default=True,
+                        help="transparent huge pages for tensors >= 2 MB (THP_MEM_ALLOC_ENABLE), as training uses")
     args = parser.parse_args(argv)
+    os.environ[fast_ops.HUGE_PAGES_ENV] = "1" if args.huge_pages else "0"  # before the first large tensor
     torch.set_num_threads(args.threads)
     print(f"CPU: {speed._cpu_name()}; torch {torch.__version__}, {args.threads} thread(s), "
           f"{'bf16 autocast' if args.bf16 else 'fp32'}, attn {args.attn}, dropout {args.dropout}, "
-          f"label smoothing {args.label_smoothing}, batch {args.batch} x {args.length}, {args.steps} profiled steps")
-    ratios = {preset: print_profile(preset, profile_step(preset, args), args.top) for preset in args.presets}
-    print("\nstep / matrix products: " + ", ".join(f"{p} {r:.2f}x" for p, r in ratios.items()))
+          f"label smoothing {args.label_smoothing}, huge pages {args.huge_pages}, batch {args.batch} x {args.length}, {args.steps} profiled steps")
+    ratios, speedups = {}, {}
+    for preset in args.presets:
+        steps = {}
+        for name in OPS:
+            use_ops(name)
+            steps[name] = training_step(preset, args)
+            ratios[preset, name] = print_profile(f"{preset} ({name})", profile_step(steps[name], args), args.top)
+        seconds = timed_rounds(steps, args.rounds)
+        speedups[preset] = seconds["functional"] / seconds["fast"]
+        print(f"{preset}: functional {seconds['functional'] * 1000:.0f} ms, fast {seconds['fast'] * 1000:.0f} ms "
+              f"a step (thread CPU time, median of {args.rounds}): {speedups[preset]:.2f}x")
+    print("\n| preset | step / matrix products, functional | fast | step time functional / fast |\n|---|---|---|---|")
+    for preset in args.presets:
+        print(f"| {preset} | {ratios[preset, 'functional']:.2f}x | {ratios[preset, 'fast']:.2f}x | "
+              f"{speedups[preset]:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -6,10 +6,23 @@ label smoothing and the dropout masks were a fifth of a CPU step that was not ma
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 
 MASK_BITS = 16  # dropout draws one 16-bit random integer an element
+HUGE_PAGES_ENV = "THP_MEM_ALLOC_ENABLE"
+
+
+def use_huge_pages_for_large_tensors() -> None:
+    """Let PyTorch's CPU allocator back tensors of 2 MB and more with transparent huge pages (`THP_MEM_ALLOC_ENABLE=1`)
+    unless the environment says otherwise. A training step allocates its largest tensors (the logits and their
+    gradient, B × m × V floats) anew every step, and the kernel faults them in 4 kB page by page: filling a fresh
+    61 MB tensor took 46 ms against 5 ms for a reused one, 11 ms with huge pages (AMD EPYC, 1 thread). PyTorch reads the
+    variable at its first large allocation, so call this before building the model. Training entry points call it;
+    `THP_MEM_ALLOC_ENABLE=0` turns it off."""
+    os.environ.setdefault(HUGE_PAGES_ENV, "1")
 
 
 def dropout(hidden_states: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:

@@ -89,8 +89,10 @@ def run_arguments(corpus: Corpus, preset: str, seed: int, args, run_dir: Path, t
 
     recipe = corpus.recipe
     base_preset, overrides, _ = run_settings(recipe, preset)
+    cap_a, cap_b = recipe.get("length_cap") or (0, 0)  # a recipe without one evaluates as it always did
     training_args = SyntaxMTTrainingArguments(output_dir=str(run_dir), seed=seed, use_cpu=args.device == "cpu",
-                                              report_to="none", disable_tqdm=True, **training)
+                                              report_to="none", disable_tqdm=True, generation_max_length_a=cap_a,
+                                              generation_max_length_b=cap_b, **training)
     model_args = ModelArguments(preset=base_preset, config_overrides=",".join(f"{k}={v!r}" for k, v in overrides.items()),
                                 vocab_size=recipe["vocab_size"],
                                 distance_source=overrides.get("distance_source", recipe.get("distance_source", "auto")))
@@ -99,7 +101,7 @@ def run_arguments(corpus: Corpus, preset: str, seed: int, args, run_dir: Path, t
         train_file=str(corpus.paths["train"][0]), validation_file=str(corpus.paths[corpus.selection_split][0]),
         max_source_length=recipe["max_source_length"], max_target_length=recipe["max_target_length"],
         bleu_tokenize=recipe["bleu_tokenize"], cache_dir=str(Path(args.runs_dir) / "feature_cache"),
-        source_spacing=corpus.source_spacing,
+        source_spacing=corpus.source_spacing, max_eval_samples=recipe.get("eval_sentences"),
     )
     return model_args, data_args, training_args
 
@@ -232,7 +234,8 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
         "git_commit": _git_commit(), "run_dir": str(run_dir), "command": command,
     }
     warn_if_eval_order_differs(metrics.get("eval_bleu"), direct_greedy["bleu"], result.datasets["validation"],
-                               recipe["max_target_length"], tokenizer, corpus.texts[selection][1], selection)
+                               recipe["max_target_length"], tokenizer,
+                               corpus.texts[selection][1][: recipe.get("eval_sentences")], selection)
     write_result(result_path, out)  # the selected model's figures are kept even if the averaging is cut off
     if recipe.get("average_last_k"):
         out = add_averaged_model(corpus, run_dir, result_path, out, args.device)
@@ -255,12 +258,14 @@ def direct_greedy_score(model, tokenizer, corpus: Corpus) -> dict:
     Trainer's collator does)."""
     recipe, selection = corpus.recipe, corpus.selection_split
     config = model.config
-    sources = corpus.texts[selection][0]
+    sources, references = corpus.texts[selection]
     parses = (corpus.parses(sources, "source", corpus.paths[selection][0])
               if config.needs_parser_at_inference or config.self_parsing else None)
-    greedy = translate(model, tokenizer, sources, parses, 1, recipe["max_target_length"], recipe["max_source_length"],
-                       translate_batch_size(recipe))
-    return score(greedy, corpus.texts[selection][1], recipe["bleu_tokenize"])
+    count = recipe.get("eval_sentences") or len(sources)  # the Trainer evaluates the first `eval_sentences`
+    greedy = translate(model, tokenizer, sources[:count], parses[:count] if parses else None, 1,
+                       recipe["max_target_length"], recipe["max_source_length"], translate_batch_size(recipe),
+                       recipe.get("length_cap"))
+    return score(greedy, references[:count], recipe["bleu_tokenize"])
 
 
 def evaluation_history(state) -> list[dict]:

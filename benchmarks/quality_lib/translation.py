@@ -7,7 +7,7 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 from hf_syntax_mt.syntax import Annotation
 
@@ -18,14 +18,18 @@ logger = logging.getLogger("quality")
 
 
 def translate(model, tokenizer, sources: list[str], annotations: Optional[list[Annotation]], num_beams: int,
-              max_length: int, max_source_length: int, batch_size: int = 64) -> list[str]:
+              max_length: int, max_source_length: int, batch_size: int = 64,
+              length_cap: Optional[Sequence[float]] = None) -> list[str]:
     """Translate `sources` with the features the model needs at inference (no target side), returned in corpus
-    order. A self-parsing model reads its own trees, or the parser's when `annotations` are given. Batches hold
+    order; `length_cap` (a, b) stops each sentence after floor(a * source tokens + b) subwords as well
+    (`hf_syntax_mt.length_cap`, a recipe's `length_cap`). A self-parsing model reads its own trees, or the parser's when `annotations` are given. Batches hold
     sentences of similar length (sorted by character count, longest first, as fairseq's generation sorts by
     length), so a batch runs as many decoding steps as its own longest sentence needs, not the corpus's."""
     import torch
 
     from hf_syntax_mt.data import SyntaxFeatureProcessor
+    from hf_syntax_mt.length_cap import SourceLengthCapLogitsProcessor
+    from transformers import LogitsProcessorList
 
     config = model.config
     processor = SyntaxFeatureProcessor(
@@ -45,7 +49,9 @@ def translate(model, tokenizer, sources: list[str], annotations: Optional[list[A
         batch = processor([sources[k] for k in rows],
                           annotations=[annotations[k] for k in rows] if needs_parse else None).to(model.device)
         with torch.no_grad():
-            out = model.generate(**batch, num_beams=num_beams, max_length=max_length)
+            cap = ({"logits_processor": LogitsProcessorList([SourceLengthCapLogitsProcessor(
+                batch["attention_mask"], *length_cap, eos_token_id=config.eos_token_id)])} if length_cap else {})
+            out = model.generate(**batch, num_beams=num_beams, max_length=max_length, **cap)
         for k, hyp in zip(rows, tokenizer.batch_decode(out, skip_special_tokens=True)):
             hyps[k] = hyp.strip()
     return hyps
@@ -146,7 +152,7 @@ def evaluate_sets(model, tokenizer, corpus: Corpus, sets: dict, out_prefix: Path
         for run_name, annotations in runs:
             start = time.time()
             hyps = translate(model, tokenizer, src, annotations, num_beams, recipe["max_target_length"],
-                             recipe["max_source_length"], translate_batch_size(recipe))
+                             recipe["max_source_length"], translate_batch_size(recipe), recipe.get("length_cap"))
             hyp_path = Path(f"{out_prefix}.{run_name}{model_label}.beam{num_beams}.txt")
             hyp_path.parent.mkdir(parents=True, exist_ok=True)
             hyp_path.write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
@@ -182,7 +188,7 @@ def translate_blind(model, tokenizer, corpus: Corpus, out_prefix: Path, model_la
         return translate(model, tokenizer, [texts[k] for k in positions],
                          None if annotations is None else [annotations[k] for k in positions],
                          num_beams, recipe["max_target_length"], recipe["max_source_length"],
-                         translate_batch_size(recipe))
+                         translate_batch_size(recipe), recipe.get("length_cap"))
 
     start = time.time()
     hyps = [""] * len(sources)
