@@ -140,7 +140,9 @@ def launch(entrypoint: Callable, *args, processes: int, threads: int = 1) -> Any
     --nproc-per-node N` would: `RANK`, `WORLD_SIZE`, `MASTER_ADDR` set; the Trainer then trains with DDP, gloo
     on the CPU), `threads` torch threads each; returns process 0's return value. `entrypoint` and `args` must
     pickle (the processes are spawned). Only process 0's output reaches the console; a failed process raises
-    torch's `ChildFailedError` with its traceback."""
+    torch's `ChildFailedError` with its traceback. One process is this one: no launcher, no DDP."""
+    if processes == 1:
+        return _worker(entrypoint, threads, *args)
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
