@@ -29,6 +29,7 @@ Special tokens: `<pad>` = 0, `</s>` = 1, `<unk>` = 2.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -36,6 +37,7 @@ from transformers import PreTrainedTokenizerFast
 
 from .syntax.spacing import SPACE_NEXT_TO_CJK
 
+logger = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
 CJK_SCRIPT_RUN = r"▁?(?:\p{Han}+|\p{Hiragana}+|[\p{Katakana}ー]+|\p{P})"
@@ -57,7 +59,9 @@ def train_joint_bpe_tokenizer(
     vocabulary) and wrap it as a `PreTrainedTokenizerFast` that appends `</s>` to every sequence.
 
     `vocab_size` counts the special tokens; the vocabulary is smaller when the texts allow no
-    more merges of at least `min_frequency` occurrences. `normalization` is "NFKC", "NFC" or None.
+    more merges of at least `min_frequency` occurrences, and larger when `vocab_size` is below the
+    characters of the texts plus the special tokens (BPE keeps every character): either is logged.
+    `normalization` is "NFKC", "NFC" or None.
     `split_punctuation` isolates each punctuation character before BPE, `split_cjk_scripts` cuts at
     every change of CJK script, `despace_cjk` removes the whitespace next to CJK characters (see the
     module docstring).
@@ -101,6 +105,7 @@ def train_joint_bpe_tokenizer(
     tokenizer.train_from_iterator(checked(texts), trainer=trainer)
     if counts["non_empty"] == 0:
         raise ValueError(f"no non-empty training text (got {counts['texts']} texts)")
+    _log_vocabulary_size(tokenizer, vocab_size, min_frequency)
     eos_id = tokenizer.token_to_id("</s>")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="$A </s>", pair="$A:0 </s>:0 $B:1 </s>:1", special_tokens=[("</s>", eos_id)]
@@ -116,6 +121,21 @@ def train_joint_bpe_tokenizer(
         clean_up_tokenization_spaces=False,
         model_input_names=["input_ids", "attention_mask"],
     )
+
+
+def _log_vocabulary_size(tokenizer: Tokenizer, vocab_size: int, min_frequency: int) -> None:
+    """Say what the vocabulary became when it is not `vocab_size`, and why."""
+    size = tokenizer.get_vocab_size()
+    if size == vocab_size:
+        return
+    characters = sum(len(token) == 1 for token in tokenizer.get_vocab())  # BPE's alphabet; merges are longer
+    if size > vocab_size:
+        logger.warning("vocab_size=%d is below the %d characters of the training text plus the %d special tokens: "
+                       "BPE keeps every character, so the vocabulary has %d tokens and no merges", vocab_size,
+                       characters, len(SPECIAL_TOKENS), size)
+    else:
+        logger.info("the vocabulary has %d tokens, not vocab_size=%d: the training text has no more pairs seen at "
+                    "least min_frequency=%d times to merge", size, vocab_size, min_frequency)
 
 
 def _is_cjk_despacing(normalizer: dict) -> bool:

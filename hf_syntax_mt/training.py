@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+import sacrebleu
 import torch
 from safetensors import SafetensorError
 from transformers import (
@@ -70,11 +71,13 @@ from .metrics import check_bleu_tokenize
 from .model_card import write_model_card
 from .modeling_syntax_mt import SyntaxMTForConditionalGeneration
 from .pipeline import check_parser_installed, check_weights_files, model_location
+from .run_safety import check_checkpoint_files, locked_output_dir, resume_advice
 from .syntax import (SOURCE_SPACINGS, Annotator, PreParsedAnnotator, apply_source_spacing, detect_source_spacing,
                      load_annotator)
 from .threads import THREADS_HELP, set_torch_threads
 from .tokenization import add_cjk_despacing, clear_call_state, train_joint_bpe_tokenizer
 from .trainer import SyntaxMTSeq2SeqTrainer, bleu_metric_fn
+from .training_progress import RunLogCallback, resolve_default_warmup
 from .training_args import (
     RECIPE_LABEL_SMOOTHING,
     DataArguments,
@@ -91,6 +94,7 @@ from .training_data import (
     read_parallel_file,
     skip_texts_too_long_for,
     text_columns,
+    warn_truncated_pairs,
 )
 
 logger = logging.getLogger(__name__)
@@ -115,8 +119,8 @@ class TrainingResult:
 
 def _logged_evaluation(trainer) -> Optional[dict]:
     """The dev metrics that training logged for the model the trainer holds now (the best checkpoint's
-    evaluation after load-best, else one at the last step), so that the dev set is not decoded again;
-    None when training logged none for it."""
+    evaluation after load-best, else one at the last step), so that the dev set is not decoded again, with
+    that model's epoch as `eval_epoch` (`epoch` stays the run's); None when training logged none for it."""
     state = trainer.state
     if trainer.args.load_best_model_at_end and state.best_model_checkpoint:
         step = TrainerState.load_from_json(str(Path(state.best_model_checkpoint) / TRAINER_STATE_NAME)).global_step
@@ -124,7 +128,8 @@ def _logged_evaluation(trainer) -> Optional[dict]:
         step = state.global_step
     for entry in reversed(state.log_history):
         if entry.get("step") == step and any(key.startswith("eval_") for key in entry):
-            return {key: value for key, value in entry.items() if key != "step"}
+            logged = {key: value for key, value in entry.items() if key.startswith("eval_")}
+            return {**logged, "eval_epoch": entry["epoch"]} if "epoch" in entry else logged
     return None
 
 
@@ -221,8 +226,8 @@ def cpu_has_native_bf16() -> bool:
 
 def _check_training_arguments(training_args, data_args: DataArguments) -> None:
     """Refuse settings that would fail late (a beam size, batch size or length < 1, nothing to train, a step
-    interval <= 0, a BLEU tokenizer whose extra is missing) and adapt the arguments to a CPU (no pinned memory;
-    a warning where bf16 autocast would be emulated)."""
+    interval <= 0, an unknown BLEU tokenizer or one whose extra is missing) and adapt the arguments to a CPU (no
+    pinned memory; a warning where bf16 autocast would be emulated)."""
     if training_args.generation_num_beams is not None and training_args.generation_num_beams < 1:
         raise ValueError(f"--generation_num_beams {training_args.generation_num_beams}: the beam size must be >= 1 "
                          "(1 = greedy)")
@@ -239,6 +244,9 @@ def _check_training_arguments(training_args, data_args: DataArguments) -> None:
         if str(getattr(strategy, "value", strategy)) == "steps" and steps is not None and steps <= 0:
             raise ValueError(f"--{kind}_steps {steps}: expected a number of steps >= 1 (or a fraction of the run "
                              f"< 1) with --{kind}_strategy steps")
+    if data_args.bleu_tokenize not in sacrebleu.BLEU.TOKENIZERS:
+        raise ValueError(f"--bleu_tokenize {data_args.bleu_tokenize}: expected one of "
+                         f"{', '.join(sorted(sacrebleu.BLEU.TOKENIZERS))}")
     if training_args.predict_with_generate:
         check_bleu_tokenize(data_args.bleu_tokenize)  # a missing extra fails now, not at the first evaluation
     on_cpu = training_args.use_cpu or not torch.cuda.is_available()
@@ -466,12 +474,13 @@ def _restore_callback_states(trainer: SyntaxMTSeq2SeqTrainer, checkpoint_state: 
 
 
 def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
-                     interrupt: Optional[InterruptCallback] = None) -> dict:
+                     interrupt: Optional[InterruptCallback] = None, run_log: Optional[RunLogCallback] = None) -> dict:
     """Train from scratch or from the output dir's last checkpoint (`--overwrite_output_dir` deletes the
-    checkpoints instead), refusing a checkpoint of another model; a run that already finished is loaded
-    with its recorded metrics, not trained again. `interrupt` (one of the trainer's callbacks) catches
-    SIGINT / SIGTERM while training: a run it stopped is left at its checkpoint, with no final model saved.
-    Returns the training metrics."""
+    checkpoints instead), refusing a checkpoint of another model or with a damaged file; a run that already
+    finished is loaded with its recorded metrics, not trained again. The default warm-up is scaled to the run.
+    `interrupt` (one of the trainer's callbacks) catches SIGINT / SIGTERM while training: a run it stopped is
+    left at its checkpoint, with no final model saved. Returns the training metrics, of the whole run after a
+    resume when `run_log` (another of the callbacks) kept its log."""
     output_dir = Path(training_args.output_dir)
     record = output_dir / "all_results.json"
     checkpoint = training_args.resume_from_checkpoint
@@ -486,13 +495,13 @@ def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
             logger.info("resuming from %s", checkpoint)
     if checkpoint:
         _check_checkpoint_config(checkpoint, trainer.model.config)
-        check_weights_files(checkpoint, advice=f"delete {checkpoint} to resume from the checkpoint before it, or pass "
-                                               "--overwrite_output_dir to train from scratch")
+        advice = resume_advice(checkpoint, output_dir)
+        check_weights_files(checkpoint, advice=advice)
+        check_checkpoint_files(checkpoint, advice)
     checkpoint_state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)) if checkpoint else None
     steps_done = checkpoint_state.global_step if checkpoint else 0
-    finished = checkpoint and record.is_file() and steps_done >= trainer.set_initial_training_values(
-        training_args, trainer.get_train_dataloader())[-1]  # the run's number of steps
-    if finished:
+    run_steps = trainer.set_initial_training_values(training_args, trainer.get_train_dataloader())[-1]
+    if checkpoint and record.is_file() and steps_done >= run_steps:
         logger.warning("%s finished training at step %d in an earlier run: nothing to train; its model and %s are "
                        "kept (train longer with a larger --max_steps / --num_train_epochs, or start again with "
                        "--overwrite_output_dir)", output_dir, steps_done, record.name)
@@ -504,13 +513,17 @@ def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
         tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
     if checkpoint:
         _restore_callback_states(trainer, checkpoint_state, checkpoint)
+    resolve_default_warmup(training_args, run_steps)
     with interrupt.handling_signals() if interrupt is not None else contextlib.nullcontext():
         result = trainer.train(resume_from_checkpoint=checkpoint)
+    metrics = dict(result.metrics)
+    if run_log is not None:
+        metrics = run_log.whole_run_metrics(metrics, trainer.state)
     if interrupt is not None and interrupt.step is not None:
-        return dict(result.metrics)
+        return metrics
     trainer.save_model(_internal_call=True)  # pushed once at the end, with the final card
     trainer.save_state()
-    return dict(result.metrics)
+    return metrics
 
 
 def _evaluate_and_predict(trainer: SyntaxMTSeq2SeqTrainer, processed: dict, tokenizer, metrics: dict) -> None:
@@ -535,10 +548,21 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
 
     `tokenizer`, `annotator` / `target_annotator` (e.g. a `PreParsedAnnotator` shared by runs) and
     `raw_datasets` (a `DatasetDict` with `source`/`target` columns) override what the arguments
-    would build, so a runner can share one tokenizer and parses across many runs.
+    would build, so a runner can share one tokenizer and parses across many runs. The output dir is locked
+    for the run (`run_safety.locked_output_dir`): a second run into it raises `OutputDirInUseError`.
     """
     start = time.time()
     _check_training_arguments(training_args, data_args)
+    with locked_output_dir(training_args.output_dir, enabled=training_args.should_save):
+        return _train(model_args, data_args, training_args, start, tokenizer=tokenizer, annotator=annotator,
+                      target_annotator=target_annotator, raw_datasets=raw_datasets, callbacks=callbacks,
+                      command=command)
+
+
+def _train(model_args: ModelArguments, data_args: DataArguments, training_args, start: float, *, tokenizer,
+           annotator: Optional[Annotator], target_annotator: Optional[Annotator], raw_datasets, callbacks,
+           command: Optional[str]) -> TrainingResult:
+    """`train` once its arguments are checked and its output dir is locked; `start` is when it began."""
     torch.manual_seed(training_args.seed)
     split_files = {"train": data_args.train_file, "validation": data_args.validation_file, "test": data_args.test_file}
     raw = raw_datasets if raw_datasets is not None else load_raw_datasets(data_args)
@@ -564,6 +588,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
                                     fitted_model=model is not None, marian=marian)
     processed = _feature_datasets(raw, data_args, model_args, config, tokenizer, annotator, target_annotator,
                                   parser_name, split_files, training_args)
+    warn_truncated_pairs(raw, processed, data_args, tokenizer, config.source_spacing)
     if model is None:
         model = AutoModelForSeq2SeqLM.from_config(config)
     _set_generation_defaults(model, tokenizer, data_args, training_args)
@@ -575,7 +600,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         training_args.load_best_model_at_end = False
     card_info = _card_info(model.config, raw, data_args, split_files, target_annotator=target_annotator,
                            preparsed=(parser_name or "").lower() == "preparsed", command=command)
-    interrupt = InterruptCallback()
+    interrupt, run_log = InterruptCallback(), RunLogCallback()
     trainer = SyntaxMTSeq2SeqTrainer(
         model=model,
         args=training_args,
@@ -584,12 +609,12 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
         processing_class=tokenizer,
         data_collator=DataCollatorForSyntaxSeq2Seq(tokenizer, pad_to_multiple_of=None),
         compute_metrics=bleu_metric_fn(tokenizer, data_args.bleu_tokenize) if training_args.predict_with_generate else None,
-        callbacks=[*(callbacks or []), interrupt],
+        callbacks=[*(callbacks or []), interrupt, run_log],  # run_log last: it logs at the saves the others ask for
         model_card_info=card_info,
     )
 
     if training_args.do_train and "train" in processed:
-        metrics = _train_or_resume(trainer, training_args, tokenizer, interrupt)
+        metrics = _train_or_resume(trainer, training_args, tokenizer, interrupt, run_log)
         if interrupt.step is not None:  # stopped early: no final model, evaluation or record; the rerun resumes
             logger.warning(interrupt.message())
             return TrainingResult(output_dir=str(training_args.output_dir), metrics=metrics, trainer=trainer,

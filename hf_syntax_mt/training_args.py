@@ -16,6 +16,7 @@ from transformers.utils import is_torch_bf16_gpu_available, is_torch_cuda_availa
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy, SchedulerType
 
 from .tokenization import SPECIAL_TOKENS
+from .training_progress import DEFAULT_WARMUP_STEPS
 
 RECIPE_LABEL_SMOOTHING = 0.1  # the seeds' ε; the model's own default is plain cross-entropy (SPEC §1)
 
@@ -140,7 +141,16 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
     learning_rate: float = field(default=7e-4, metadata={"help": "Peak learning rate"})
     adam_beta2: float = field(default=0.98, metadata={"help": "AdamW beta2"})
     lr_scheduler_type: SchedulerType | str = field(default="inverse_sqrt", metadata={"help": "Scheduler (inverse_sqrt: see the hf_syntax_mt.training doc)"})
-    warmup_steps: float = field(default=800, metadata={"help": "Linear warm-up steps"})
+    warmup_steps: float = field(
+        default=DEFAULT_WARMUP_STEPS,
+        metadata={"help": "Linear warm-up steps (a number < 1: a share of the run); default: 800, or a tenth of a "
+                  "shorter run"},
+    )
+    logging_steps: float = field(
+        default=50,
+        metadata={"help": "Log the training loss every N updates (a number < 1: a share of the run), and at every "
+                  "checkpoint and the last step; the log is also written to <output_dir>/training_log.csv"},
+    )
     predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate by generating (BLEU/chrF)"})
     eval_strategy: IntervalStrategy | str = field(default="epoch", metadata={"help": "When to evaluate (no evaluation without dev data)"})
     save_strategy: SaveStrategy | str = field(default="epoch", metadata={"help": "When to save checkpoints"})

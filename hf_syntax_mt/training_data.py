@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 from typing import Optional
 
-from .syntax import Annotator, PreParsedAnnotator, SpacyAnnotator, StanzaAnnotator, read_conllu
+from .syntax import Annotator, PreParsedAnnotator, SpacyAnnotator, StanzaAnnotator, apply_source_spacing, read_conllu
 from .training_args import DataArguments
 
 logger = logging.getLogger(__name__)
@@ -174,6 +174,37 @@ def skip_texts_too_long_for(parser: Optional[Annotator], raw, data_args: DataArg
                        where)
         drop = set(too_long)
         raw[split] = dataset.select([i for i in range(len(dataset)) if i not in drop])
+
+
+def warn_truncated_pairs(raw, processed: dict, data_args: DataArguments, tokenizer, source_spacing: str) -> None:
+    """Say once per split how many sources and targets are longer than `--max_source_length` /
+    `--max_target_length` subwords (the features keep their first subwords only): the pairs at the limit in
+    `processed` (the features of `raw`, row for row) are tokenized again without truncation to count them."""
+    import pyarrow.compute as pc
+
+    sides = (("input_ids", "source", "max_source_length"), ("labels", "target", "max_target_length"))
+    for split, features in processed.items():
+        columns = text_columns(raw[split], data_args)
+        found = []
+        for side, (feature, what, flag) in enumerate(sides):
+            limit = getattr(data_args, flag)
+            if feature not in features.column_names:
+                continue
+            lengths = pc.list_value_length(features.data.column(feature))
+            at_limit = pc.indices_nonzero(pc.greater_equal(lengths, limit)).to_pylist()
+            if not at_limit:
+                continue
+            texts = column_texts(raw[split].select(at_limit), columns[side])
+            if side == 0:
+                encoded = tokenizer([apply_source_spacing(text, source_spacing) for text in texts])
+            else:
+                encoded = tokenizer(text_target=texts)
+            longer = sum(len(ids) > limit for ids in encoded["input_ids"])
+            if longer:
+                found.append(f"{longer} {what}{'s' * (longer > 1)} longer than --{flag} {limit}")
+        if found:
+            logger.warning("%s: %s (of %d pairs; lengths in subwords, </s> included): they are cut to that length; "
+                           "raise the limit to keep them whole", split, " and ".join(found), len(features))
 
 
 # ---------------------------------------------------------------------------------------------

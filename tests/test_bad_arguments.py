@@ -1,6 +1,6 @@
 """Bad input that used to crash with a traceback: a damaged weights file (translate, the pipeline, training
-from a model or a checkpoint) and lengths, sizes and counts below 1 given to training (refused before any
-data is read)."""
+from a model or a checkpoint) and lengths, sizes and counts below 1 or an unknown BLEU tokenizer given to
+training (refused before any data is read)."""
 
 import shutil
 
@@ -79,8 +79,8 @@ def test_resuming_from_a_damaged_checkpoint_names_it_and_what_to_do():
     weights = out / "checkpoint-2" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])
     (out / "all_results.json").unlink()  # as if the run had stopped after saving the checkpoint
-    with pytest.raises(DamagedModelFileError, match=f"{weights} is damaged .*delete {out / 'checkpoint-2'} to resume "
-                                                    "from the checkpoint before it, or pass --overwrite_output_dir"):
+    with pytest.raises(DamagedModelFileError, match=f"{weights} is damaged .*there is no earlier checkpoint in {out} to "
+                                                    "resume from: pass --overwrite_output_dir to start fresh"):
         train(*tiny_args(out, **{**settings, "max_steps": 4}))
 
 
@@ -110,6 +110,8 @@ def _train_argv(tmp_path, *extra):
     (["--eval_strategy", "steps", "--eval_steps", "-3"],
      "--eval_steps -3.0: expected a number of steps >= 1 (or a fraction of the run < 1) with --eval_strategy steps"),
     (["--save_strategy", "steps", "--save_steps", "0", "--eval_strategy", "no"], "--save_steps 0.0: expected a number"),
+    (["--bleu_tokenize", "13b"], "--bleu_tokenize 13b: expected one of 13a, char, flores101, flores200, intl, "
+                                 "ja-mecab, ko-mecab, none, spBLEU-1K, spm, zh"),
 ])
 def test_bad_lengths_sizes_and_counts_fail_before_any_work(tmp_path, capsys, monkeypatch, extra, message):
     def no_work(*args, **kwargs):

@@ -1,0 +1,114 @@
+"""What keeps a training run's output directory whole: one run at a time in it (`locked_output_dir`), and no resume
+from a checkpoint whose files are damaged (`check_checkpoint_files`).
+
+    with locked_output_dir(training_args.output_dir):  # a second run there raises OutputDirInUseError
+        check_checkpoint_files(checkpoint, advice)    # names a damaged optimizer.pt / scheduler.pt / rng_state.pth
+        trainer.train(resume_from_checkpoint=checkpoint)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+import zipfile
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+LOCK_NAME = "_training.lock"
+"""The lock file in the output dir (`Trainer.push_to_hub` uploads no `_*` file); it holds the holder's PID and host."""
+
+
+class OutputDirInUseError(OSError):
+    """Another training run holds the output directory's lock."""
+
+
+class DamagedCheckpointError(ValueError):
+    """A checkpoint file that resuming would load does not read (truncated, overwritten, not a torch file)."""
+
+
+@contextlib.contextmanager
+def locked_output_dir(output_dir, enabled: bool = True):
+    """Hold `<output_dir>/_training.lock` for the block (the OS releases it if the process dies), so that a second run
+    started into the same directory stops at once with `OutputDirInUseError` naming the process that holds it, instead
+    of resuming from a checkpoint in progress and deleting checkpoints the first run still names. `enabled=False`
+    (processes that do not write the output dir under data parallelism) holds nothing."""
+    if not enabled:
+        yield
+        return
+    path = Path(output_dir) / LOCK_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise OutputDirInUseError(
+            f"{output_dir} is in use by another training run ({_holder(path)}): wait for it to finish, or give another "
+            "--output_dir"
+        ) from None
+    try:
+        holder = {"pid": os.getpid(), "host": socket.gethostname(),
+                  "since": time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())}
+        path.write_text(json.dumps(holder) + "\n", encoding="utf-8")
+        yield
+    finally:
+        lock.release()
+
+
+def _holder(path: Path) -> str:
+    """'process 123 on host h, since ...' from the lock file, as far as it says."""
+    try:
+        holder = json.loads(path.read_text(encoding="utf-8"))
+        return f"process {holder['pid']} on host {holder['host']}, since {holder['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"its lock is {path}"
+
+
+def check_checkpoint_files(checkpoint, advice: str) -> None:
+    """Raise `DamagedCheckpointError` naming the first file of `checkpoint` that resuming loads and that does not read:
+    a torch file (optimizer.pt, scheduler.pt, scaler.pt, rng_state*.pth: zip archives, read whole with their CRCs) or
+    trainer_state.json. `advice` ends the message (what to do instead). The weights are checked by
+    `check_weights_files`."""
+    checkpoint = Path(checkpoint)
+    for path in sorted([*checkpoint.glob("*.pt"), *checkpoint.glob("*.pth")]):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                bad_member = archive.testzip()
+            problem = f"the data of {bad_member} does not match its checksum" if bad_member else None
+        except (zipfile.BadZipFile, OSError, EOFError) as err:
+            problem = f"not a complete torch file: {err}"
+        if problem:
+            raise DamagedCheckpointError(f"{path} is damaged ({problem}): it is incomplete or corrupted; {advice}")
+    state = checkpoint / "trainer_state.json"
+    if state.is_file():
+        try:
+            json.loads(state.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError) as err:
+            raise DamagedCheckpointError(f"{state} is damaged (not JSON: {err}): it is incomplete or corrupted; "
+                                         f"{advice}") from None
+
+
+def resume_advice(checkpoint, output_dir) -> str:
+    """The choices when `checkpoint` cannot be resumed: an earlier checkpoint of the run (named when there is one), or
+    a fresh start."""
+    checkpoint = Path(checkpoint)
+    step = _step(checkpoint)
+    checkpoints = [path for path in Path(output_dir).glob("checkpoint-*") if path.is_dir()]
+    earlier = sorted((path for path in checkpoints if -1 < _step(path) < step), key=_step)
+    if not earlier:
+        return (f"there is no earlier checkpoint in {output_dir} to resume from: pass --overwrite_output_dir to start "
+                "fresh")
+    return (f"resume from an earlier checkpoint ({earlier[-1]}: delete {checkpoint}, or give --resume_from_checkpoint "
+            f"{earlier[-1]}), or pass --overwrite_output_dir to start fresh")
+
+
+def _step(checkpoint: Path) -> int:
+    number = checkpoint.name.rsplit("-", 1)[-1]
+    return int(number) if number.isdigit() else -1
+
+
+__all__ = ["DamagedCheckpointError", "OutputDirInUseError", "check_checkpoint_files", "locked_output_dir",
+           "resume_advice"]
