@@ -4,7 +4,8 @@
     python benchmarks/quality.py run     --recipe R --presets A,B --seeds 1,2,3 [--extra-eval name=src,tgt]
     python benchmarks/quality.py run     --recipe R --evaluate-only RUN_DIR_OR_CHECKPOINT --extra-eval ...
     python benchmarks/quality.py blind   --recipe R [--presets A,B --seeds 1,2]   # missing blind translations (selected, averaged)
-    python benchmarks/quality.py summary --recipe R [--recipe R2 ...]   # model_cards/RESULTS.md + PNG (other recipes kept)
+    python benchmarks/quality.py summary --recipe R [--recipe R2 ...]   # model_cards/RESULTS.md + PNG (other recipes kept),
+                                                                     # its summary and the README's preset table
     python benchmarks/quality.py carry   --recipe R [--recipe R2 ...] --to DIR   # data, parses, tokenizer for a bare machine
 
 A recipe (`benchmarks/recipes/*.json`, one per corpus and direction) fixes the data, the parsers,
@@ -135,6 +136,12 @@ def build_parser_cli() -> argparse.ArgumentParser:
     p_parse.set_defaults()
     p_sum = sub.add_parser("summary", parents=[common], help="Write model_cards/RESULTS.md and the bar charts")
     p_sum.add_argument("--output", type=Path, default=RESULTS_MD)
+    p_sum.add_argument("--readme", type=Path, default=None,
+                       help="README whose findings markers get the \"which preset\" table (default: the repository's "
+                            "README.md when --output is the repository's RESULTS.md)")
+    p_sum.add_argument("--measured-results", type=Path, default=None,
+                       help="Python module of the findings for model cards (default: hf_syntax_mt/measured_results.py "
+                            "when --output is the repository's RESULTS.md)")
     p_carry = sub.add_parser("carry", parents=[common], help="Copy the recipes' corpus files, source parse caches and "
                              "tokenizer into a folder for a machine without the parsers (scripts/device_quality.sh)")
     p_carry.add_argument("--to", type=Path, required=True, help="The folder to fill (.devcarry for device_quality.sh)")

@@ -1,6 +1,7 @@
 """The model card of a trained model (`README.md` beside the weights, the Hub model card): the package's
 template (`templates/model_card.md`) filled with the preset, the syntax settings, the data, the parser,
-the dev/test scores, how to translate with and without the package, and the training command."""
+the dev/test scores, what the preset measured in the project's experiments (`measured_results`, the summary
+of model_cards/RESULTS.md), how to translate with and without the package, and the training command."""
 
 from __future__ import annotations
 
@@ -23,6 +24,48 @@ def _format_scores(scores: dict) -> str:
         value = scores[key]
         rows.append(f"| {split} | {name} | {value:.2f} |" if isinstance(value, float) else f"| {split} | {name} | {value} |")
     return "\n".join(rows)
+
+
+SELF_PARSING_SUFFIX = "@self"
+
+
+def measured_name(preset: str, config: dict) -> str:
+    """The run name the project's experiments measured a model of this preset and config under: the preset,
+    with `@self` when the model parses its source itself."""
+    return preset + (SELF_PARSING_SUFFIX if config.get("self_parsing") and SELF_PARSING_SUFFIX not in preset else "")
+
+
+def measured_rows(preset: str, config: dict, languages: tuple = ("", ""), rows=None) -> list[dict]:
+    """The rows of the project's summary whose system is this model's run name, those of its language pair first."""
+    if rows is None:
+        from .measured_results import ROWS as rows
+    name = measured_name(preset, config)
+    direction = "-".join(languages) if all(languages) else ""
+    mine = [r for r in rows if r["system"] == name]
+    return sorted(mine, key=lambda r: r["direction"] != direction)
+
+
+def _format_measured(preset: str, config: dict, languages: tuple) -> str:
+    """The card's "what this preset is worth" part: Δ BLEU [95% CI] against each control, per corpus."""
+    from .measured_results import EXTERNAL_PROVENANCE
+
+    rows = measured_rows(preset, config, languages)
+    if not rows:
+        return ""
+    name = measured_name(preset, config)
+    lines = ["", f"### What `{name}` measured in the project's experiments", "",
+             f"The same preset trained by the package's recipes (`benchmarks/recipes/`, recipe-size models: "
+             "d_model 256, 3+3 layers), against the control it is judged by; from the summary of the package's "
+             "`model_cards/RESULTS.md`:", "",
+             "| recipe | regime | control | evidence | Δ BLEU [95% CI] | verdict |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        evidence = ("held-out test, scored outside the project" if r["scored_outside"] else "dev") + \
+            f", seed{'s' if len(r['seeds']) > 1 else ''} {','.join(map(str, r['seeds']))}"
+        lines.append(f"| {r['recipe']} | {r['regime']} | `{r['control']}` | {evidence} | {r['delta']:+.2f} "
+                     f"[{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}] | {r['verdict']} |")
+    if any(r["scored_outside"] for r in rows) and EXTERNAL_PROVENANCE:
+        lines += ["", f"Held-out test: {EXTERNAL_PROVENANCE}"]
+    return "\n".join(lines)
 
 
 EXAMPLE_SENTENCES = {"ja": "私は赤い車を買った。", "en": "I bought a red car.", "de": "Ich habe ein rotes Auto gekauft."}
@@ -94,7 +137,7 @@ def write_model_card(output_dir, *, preset: str = "", config: Optional[dict] = N
         "parser": parser or "none",
         "sizes": ", ".join(f"{k}={v}" for k, v in sizes.items() if v is not None),
         "syntax": _syntax_settings(config) or "none (absolute positions only)",
-        "scores": _format_scores(scores or {}),
+        "scores": _format_scores(scores or {}) + _format_measured(preset, config, languages),
         "model_id": model_id or str(output_dir),
         "example": json.dumps(EXAMPLE_SENTENCES.get(languages[0], example or "..."), ensure_ascii=False),
         "inference_note": with_package,
@@ -111,4 +154,4 @@ def write_model_card(output_dir, *, preset: str = "", config: Optional[dict] = N
     return path
 
 
-__all__ = ["EXAMPLE_SENTENCES", "write_model_card"]
+__all__ = ["EXAMPLE_SENTENCES", "measured_rows", "write_model_card"]

@@ -3,7 +3,8 @@
 - `plot_dependency_relations`: the relation id of every token pair derived from `source_heads`
   (seed 000 relative depth clip(depth_j − depth_i, l), or seed 002 labeled relations);
 - `plot_localized_mask`: the SLA mask G = exp(log G) from `source_distances` (seed 003);
-- `plot_attention`: one attention head (encoder self-attention of a layer) of a trained model.
+- `plot_attention`: one attention head (encoder self-attention of a layer) of a trained model;
+- `plot_forest`: a forest plot of measured differences with their 95% intervals (RESULTS.md's summary).
 
 `sentence_features` builds the subword tokens and features with the same `SyntaxFeatureProcessor`
 as training and the pipeline.
@@ -61,7 +62,8 @@ def cjk_font_family() -> Optional[str]:
     return next((family for family in CJK_FONT_FAMILIES if family in installed), None)
 
 
-def _heatmap(matrix, tokens: Sequence[str], title: str, path, *, cmap="viridis", labels=None, value_format=None):
+def _pyplot(path):
+    """matplotlib's pyplot on the Agg backend, after checking that `path` names a file to write."""
     if Path(path).is_dir():
         raise IsADirectoryError(f"{path} is a directory: give the image file to write, e.g. {Path(path) / 'plot.png'}")
     try:
@@ -71,16 +73,35 @@ def _heatmap(matrix, tokens: Sequence[str], title: str, path, *, cmap="viridis",
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return matplotlib, plt
+
+
+def _font_family(matplotlib, texts: Sequence[str]) -> list[str]:
+    """The font family list that draws `texts`: the default one, plus a CJK font when they have CJK characters."""
     family = list(matplotlib.rcParams["font.family"])
-    if any(unicodedata.east_asian_width(c) in "WF" for token in tokens for c in token):
+    if any(unicodedata.east_asian_width(c) in "WF" for text in texts for c in text):
         cjk = cjk_font_family()
         if cjk is None:
             logger.warning('no installed font has CJK glyphs, so the labels show boxes: pip install "hf_syntax_mt[plot]" '
                            "(or install a CJK font, e.g. Debian's fonts-noto-cjk)")
         else:
             family.append(cjk)  # drawn glyph by glyph where the default font has none
-    with matplotlib.rc_context({"font.family": family}):
+    return family
+
+
+def _heatmap(matrix, tokens: Sequence[str], title: str, path, *, cmap="viridis", labels=None, value_format=None):
+    matplotlib, plt = _pyplot(path)
+    with matplotlib.rc_context({"font.family": _font_family(matplotlib, tokens)}):
         return _draw_heatmap(plt, matrix, tokens, title, path, cmap=cmap, labels=labels, value_format=value_format)
+
+
+def _save(fig, plt, path) -> Path:
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120, format=None if path.suffix else "png")  # a name without suffix: PNG, under that name
+    plt.close(fig)
+    return path
 
 
 def _draw_heatmap(plt, matrix, tokens, title, path, *, cmap, labels, value_format):
@@ -109,12 +130,7 @@ def _draw_heatmap(plt, matrix, tokens, title, path, *, cmap, labels, value_forma
                 light = 0.299 * rgba[0] + 0.587 * rgba[1] + 0.114 * rgba[2] > 0.5
                 ax.text(j, i, value_format(matrix[i][j]), ha="center", va="center", fontsize=7,
                         color="black" if light else "white")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, format=None if path.suffix else "png")  # a name without suffix: PNG, under that name
-    plt.close(fig)
-    return path
+    return _save(fig, plt, path)
 
 
 def plot_dependency_relations(features: dict, path, scheme: str = "depth", max_distance: int = 2):
@@ -167,4 +183,52 @@ def plot_attention(model, features: dict, path, layer: int = 1, head: int = 0):
     return _heatmap(probs[head].float().numpy(), features["tokens"], title, path, cmap="Blues")
 
 
-__all__ = ["plot_attention", "plot_dependency_relations", "plot_localized_mask", "sentence_features"]
+def plot_forest(rows: Sequence[dict], path, *, title: str = "", xlabel: str = "Δ BLEU (95% CI)"):
+    """A forest plot: one line per row (`label`, `delta`, `ci95` = [low, high]; `group` heads a block of
+    consecutive rows, written from the figure's left edge; `highlight` draws the row's marker filled dark), the estimate
+    as a marker and its 95% interval as a bar, against a line at zero. Labels in Japanese are drawn with a CJK font (`cjk_font_family`)."""
+    if not rows:
+        raise ValueError("plot_forest needs at least one row")
+    for row in rows:
+        low, high = row["ci95"]
+        if not low <= row["delta"] <= high:
+            raise ValueError(f"row {row.get('label')!r}: delta {row['delta']} lies outside its interval [{low}, {high}]")
+    matplotlib, plt = _pyplot(path)
+    from matplotlib.transforms import blended_transform_factory
+
+    lines, y = [], 0  # (y, row or group name) from the top
+    for k, row in enumerate(rows):
+        if row.get("group") and (k == 0 or rows[k - 1].get("group") != row["group"]):
+            lines.append((y, row["group"]))
+            y += 1
+        lines.append((y, row))
+        y += 1
+    texts = [title] + [item if isinstance(item, str) else item["label"] for _, item in lines]
+    with matplotlib.rc_context({"font.family": _font_family(matplotlib, texts)}):
+        fig, ax = plt.subplots(figsize=(9.0, 0.25 * len(lines) + 1.0))
+        for y, item in lines:
+            if isinstance(item, str):
+                ax.text(0.01, y, item, transform=blended_transform_factory(fig.transFigure, ax.transData), ha="left",
+                        va="center", fontsize=8, fontweight="bold")
+                continue
+            low, high = item["ci95"]
+            colour = "#1f4e8c" if item.get("highlight") else "#5f8fc9"
+            ax.plot([low, high], [y, y], color=colour, linewidth=1.6)
+            ax.plot([item["delta"]], [y], marker="D" if item.get("highlight") else "o", markersize=5, color=colour,
+                    markerfacecolor=colour if item.get("highlight") else "white")
+            ax.text(1.01, y, f"{item['delta']:+.2f} [{low:+.2f}, {high:+.2f}]", transform=ax.get_yaxis_transform(),
+                    va="center", fontsize=7.5)
+        rows_y = [y for y, item in lines if not isinstance(item, str)]
+        ax.set_yticks(rows_y, [item["label"] for _, item in lines if not isinstance(item, str)], fontsize=7.5)
+        ax.set_ylim(len(lines) - 0.4, -0.6)
+        ax.axvline(0.0, color="grey", linewidth=0.8)
+        ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+        ax.set_axisbelow(True)
+        ax.tick_params(axis="y", length=0)
+        ax.set_xlabel(xlabel)
+        if title:
+            ax.set_title(title, fontsize=9)
+        return _save(fig, plt, path)
+
+
+__all__ = ["plot_attention", "plot_dependency_relations", "plot_forest", "plot_localized_mask", "sentence_features"]

@@ -53,3 +53,29 @@ def test_plots_without_matplotlib_name_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
     with pytest.raises(ImportError, match=r'plots need matplotlib: pip install "hf_syntax_mt\[plot\]"'):
         plot_localized_mask(FEATURES, tmp_path / "none.png")
+
+
+FOREST = [
+    {"group": "labeled tree relations: dep_labeled_rel − abs", "label": "KFTT ja→en 50k (test)", "delta": 1.21,
+     "ci95": [0.91, 1.48], "highlight": True},
+    {"group": "labeled tree relations: dep_labeled_rel − abs", "label": "私は赤い車を買った 50k (dev)", "delta": 1.06,
+     "ci95": [-0.10, 2.11]},
+    {"group": "DBSA", "label": "KFTT ja→en 50k (test)", "delta": -4.72, "ci95": [-5.15, -4.24], "highlight": True},
+]
+
+
+def test_forest_plot_draws_japanese_labels(tmp_path):
+    """RESULTS.md's forest plot: a PNG whose Japanese labels have every glyph."""
+    if plotting.cjk_font_family() is None:
+        pytest.skip('no CJK font: pip install "hf_syntax_mt[plot]" (scripts/setup.sh does)')
+    assert _missing_glyph_warnings(lambda: plotting.plot_forest(FOREST, tmp_path / "forest.png", title="Δ BLEU")) == []
+    assert (tmp_path / "forest.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_forest_plot_refuses_rows_it_cannot_draw(tmp_path):
+    with pytest.raises(ValueError, match="at least one row"):
+        plotting.plot_forest([], tmp_path / "empty.png")
+    bad = dict(FOREST[0], delta=2.0)
+    with pytest.raises(ValueError, match=r"delta 2.0 lies outside its interval \[0.91, 1.48\]"):
+        plotting.plot_forest([bad], tmp_path / "bad.png")
+    assert not (tmp_path / "bad.png").exists()

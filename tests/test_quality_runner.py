@@ -410,6 +410,42 @@ def test_subset_recipe_trains_on_the_first_pairs_and_draws_the_data_size_curve(s
         assert row[1] == f"{run['dev']['bleu']:.2f} / {run['dev']['chrf']:.2f} ({best:g})"
 
 
+def test_summary_writes_the_findings_readme_table_and_measured_results(setup, tmp_path):
+    """`summary` puts the findings (one row per method and corpus, from the result files) at the top of RESULTS.md
+    with the forest plot, the "which preset" table between the README's markers and the rows into the module
+    that model cards read; here transformer_rel's runs are abs's copied, so rel − abs is exactly 0."""
+    root, data, recipe_path, common = setup
+    if not list((root / "results").glob("synthetic.src-tgt/transformer_abs/seed*.json")):
+        quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1,2", "--max-steps", "4"])
+    results = tmp_path / "results" / "synthetic.src-tgt"
+    shutil.copytree(root / "results" / "synthetic.src-tgt" / "transformer_abs", results / "transformer_abs")
+    (results / "transformer_rel").mkdir()
+    for path in sorted((results / "transformer_abs").glob("seed*.json")):
+        (results / "transformer_rel" / path.name).write_text(json.dumps({**json.loads(path.read_text()),
+                                                                         "preset": "transformer_rel"}))
+    seeds = ",".join(sorted(p.stem.removeprefix("seed") for p in (results / "transformer_abs").glob("seed*.json")))
+    readme, measured = tmp_path / "README.md", tmp_path / "measured.py"
+    readme.write_text("# x\n\n<!-- findings:begin -->\n<!-- findings:end -->\n\n## Training\n")
+    output = tmp_path / "cards" / "RESULTS.md"
+    repo_readme = (REPO / "README.md").read_text()
+    quality.main(["summary", "--recipe", str(recipe_path), "--results-dir", str(tmp_path / "results"),
+                  "--output", str(output), "--readme", str(readme), "--measured-results", str(measured)])
+    text = output.read_text()
+    assert text.startswith("# Results\n\n<!-- findings:begin -->\n## Summary: which method pays")
+    assert text.index("<!-- findings:end -->") < text.index("<!-- quality:begin -->")
+    pairs = json.loads(next(results.glob("transformer_rel/seed*.json")).read_text())["train_pairs"]
+    assert (f"| relative positions | `transformer_rel` − `transformer_abs` | synthetic src→tgt, {pairs / 1000:g}k pairs "
+            f"| dev, seeds {seeds} | +0.00 [+0.00, +0.00] | no clear difference |") in text
+    assert (output.parent / "findings_forest.png").read_bytes()[:4] == b"\x89PNG"
+    table = "| relative positions (`transformer_rel`) | Shaw et al. 2018 | `transformer_abs` | +0.00 [+0.00, +0.00] (dev"
+    assert table in text and table in readme.read_text() and readme.read_text().endswith("## Training\n")
+    module = {}
+    exec(measured.read_text(), module)
+    assert [(r["system"], r["control"], r["delta"], r["verdict"]) for r in module["ROWS"]] == \
+        [("transformer_rel", "transformer_abs", 0.0, "no clear difference")]
+    assert (REPO / "README.md").read_text() == repo_readme  # another --output leaves the repository's files alone
+
+
 def test_summary_of_one_recipe_keeps_the_other_recipes_tables(setup):
     """RESULTS.md holds several recipes: summarizing one of them rewrites its part only."""
     root, data, recipe_path, common = setup

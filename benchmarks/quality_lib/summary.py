@@ -626,7 +626,10 @@ RECIPE_PART = re.compile(r"(<!-- quality:([^ ]+?):begin -->.*?<!-- quality:\2:en
 
 def summary(args) -> str:
     """Print and write the quality section of model_cards/RESULTS.md. Each recipe has its own marked part of
-    it, so a summary of some recipes keeps the others' tables (and the file's other sections)."""
+    it, so a summary of some recipes keeps the others' tables (and the file's other sections). Then the
+    findings of every recipe beside the first one (`findings.py`): RESULTS.md's summary at its top with the
+    forest plot, and, for the repository's RESULTS.md (or where `--readme` / `--measured-results` say), the
+    README's "which preset" table and the package's `measured_results.py` that model cards cite."""
     old = args.output.read_text(encoding="utf-8") if args.output.is_file() else ""
     parts = {name: text for text, name in RECIPE_PART.findall(old)}  # the file's recipes, in its order
     for recipe_file in args.recipe:
@@ -638,5 +641,29 @@ def summary(args) -> str:
                       "\n\n".join(parts.values())])
     section = write_section(args.output, "quality", body)
     print(section)
+    write_findings(args)
     return section
+
+
+def write_findings(args) -> dict:
+    """Write the findings of the recipes in the folder of `args.recipe[0]` (see `summary`)."""
+    from hf_syntax_mt.plotting import plot_forest
+
+    from .findings import (FOREST_PLOT, MEASURED_RESULTS, collect, forest_rows, readme_section, results_section,
+                           write_measured_results)
+
+    readme, measured = getattr(args, "readme", None), getattr(args, "measured_results", None)
+    if Path(args.output).resolve() == RESULTS_MD.resolve():
+        readme, measured = readme or REPO / "README.md", measured or MEASURED_RESULTS
+    found = collect(sorted(Path(args.recipe[0]).resolve().parent.glob("*.json")), args.results_dir)
+    chart = None
+    if found["rows"]:
+        chart = plot_forest(forest_rows(found), Path(args.output).parent / FOREST_PLOT,
+                            title="Δ BLEU against each method's control (95% CI); ◆ held-out test scored outside, ○ dev")
+    write_section(args.output, "findings", results_section(found, chart, Path(args.output)), at_top=True)
+    if readme:
+        write_section(readme, "findings", readme_section(found), create=False)
+    if measured:
+        write_measured_results(found, measured)
+    return found
 

@@ -1,0 +1,297 @@
+"""The findings: for every method and corpus, Δ BLEU [95% CI] against the method's control on the strongest
+evidence there is, the verdict it gives, and what the method costs; written as the summary of RESULTS.md (a
+table and a forest plot), the README's "which preset" table and the figures a model card cites
+(`hf_syntax_mt/measured_results.py`).
+
+Every figure comes from the result files: the paired bootstrap of the dev hypotheses in
+`benchmarks/results/<recipe>/<run>/seed<k>.*` (the selected checkpoints, as in each corpus's main table), the
+held-out test figures scored outside the project (`benchmarks/results/external_scores.json`, which replace the
+dev figures of their recipe) and the training step times of `benchmarks/results/speed.json`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .recipes import BASELINE, REPO, load_recipe
+
+EXTERNAL_SCORES = "external_scores.json"
+SPEED_RESULTS = "speed.json"
+MEASURED_RESULTS = REPO / "hf_syntax_mt" / "measured_results.py"
+FOREST_PLOT = "findings_forest.png"
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method and the control it is judged against: `pairs` are (system, control) run names, the first
+    pair that a recipe has runs of on both sides is that recipe's row."""
+
+    name: str
+    paper: str
+    pairs: tuple[tuple[str, str], ...]
+
+
+METHODS = (
+    Method("relative positions", "Shaw et al. 2018", (("transformer_rel", "transformer_abs"),)),
+    Method("dependency relative depth", "Omote et al. 2019", (("transformer_dep_rel", "transformer_rel"),)),
+    Method("labeled tree relations", "SPEC §4 (seed 002)", (("transformer_dep_labeled_rel", "transformer_rel"),)),
+    Method("labeled tree relations + relative positions", "SPEC §4 (seed 002)",
+           (("transformer_dep_labeled_rel", "transformer_abs"),)),
+    Method("syntax-guided localized attention", "Hou/Zhu et al. 2022",
+           (("transformer_sla", "transformer_sla@flat"), ("transformer_sla", "transformer_abs"))),
+    Method("DBSA, the SPEC's setting", "Deguchi et al. 2019",
+           (("transformer_dbsa", "transformer_abs"), ("transformer_dbsa_enc", "transformer_abs"))),
+    Method("DBSA, the authors' setting", "Deguchi et al. 2019", (("transformer_dbsa@authors", "transformer_abs"),)),
+    Method("self-parsing (the model's own trees)", "this package",
+           (("transformer_dep_labeled_rel@self", "transformer_dep_labeled_rel"),
+            ("transformer_dep_rel@self", "transformer_dep_rel"))),
+)
+
+CORPUS_NAMES = {"kftt": "KFTT", "small_parallel_enja": "small_parallel_enja", "multi30k_task1": "Multi30k"}
+REGIME_NOTES = {"kftt": "long Wikipedia sentences", "small_parallel_enja": "short sentences",
+                "multi30k_task1": "image captions"}
+TEST_MARK = "test‡"
+VERDICTS = {"pays": "pays", "no_clear_difference": "no clear difference", "hurts": "hurts"}
+
+
+def regime(recipe: dict, pairs: int) -> str:
+    """A recipe's regime in words: corpus, direction, training pairs, kind of sentence."""
+    corpus = recipe.get("corpus") or recipe["name"].split(".")[0]
+    note = REGIME_NOTES.get(corpus)
+    return (f"{CORPUS_NAMES.get(corpus, corpus)} {recipe['source_lang']}→{recipe['target_lang']}, {pairs / 1000:g}k "
+            "pairs" + (f" ({note})" if note else ""))
+
+
+def compact_regimes(rows: list[dict]) -> str:
+    """The rows' regimes in few words: one entry per corpus and direction, its training sizes joined by /."""
+    sizes: dict[str, list[int]] = {}
+    for r in rows:
+        sizes.setdefault(r["regime"].split(",")[0], []).append(r["train_pairs"])
+    return "; ".join(f"{name} {'/'.join(f'{n / 1000:g}k' for n in sorted(set(ns)))}" for name, ns in sizes.items()) or "–"
+
+
+def load_external(results_dir: Path) -> dict:
+    """The figures scored outside the project (`external_scores.json` in the results folder; {} if absent)."""
+    path = Path(results_dir) / EXTERNAL_SCORES
+    if not path.is_file():
+        return {}
+    external = json.loads(path.read_text(encoding="utf-8"))
+    for key in ("provenance", "recipe", "split", "comparisons"):
+        if key not in external:
+            raise ValueError(f"{path}: missing key {key!r}")
+    return external
+
+
+def verdict(ci95: list[float]) -> str:
+    """pays / hurts when the 95% interval lies above / below zero, else no clear difference."""
+    return "pays" if ci95[0] > 0 else "hurts" if ci95[1] < 0 else "no clear difference"
+
+
+def recipe_rows(recipe: dict, results_dir: Path, external: dict) -> list[dict]:
+    """The recipe's row for every method it has runs of on both sides of a pair: the held-out test figure
+    scored outside when `external` has the pair for this recipe, else the paired bootstrap on dev."""
+    from .summary import compare_runs, dev_statistics, load_runs, train_pairs
+
+    runs, by_preset = load_runs(recipe, results_dir)
+    chosen = []
+    for method in METHODS:
+        pair = next(((s, c) for s, c in method.pairs if s in by_preset and c in by_preset
+                     and {r["seed"] for r in by_preset[s]} & {r["seed"] for r in by_preset[c]}), None)
+        if pair:
+            chosen.append((method, pair))
+    if not chosen:
+        return []
+    outside = {(c["system"], c["baseline"]): c for c in external.get("comparisons", [])} \
+        if external.get("recipe") == recipe["name"] else {}
+    needed = {name for _, pair in chosen if pair not in outside for name in pair}
+    stats = dev_statistics(recipe, {p: by_preset[p] for p in needed}, runs[0]["dev"]["sentences"]) if needed else {}
+    rows = []
+    for method, (system, control) in chosen:
+        row = {"method": method.name, "paper": method.paper, "system": system, "control": control,
+               "recipe": recipe["name"], "direction": f"{recipe['source_lang']}-{recipe['target_lang']}",
+               "train_pairs": train_pairs(recipe, by_preset[system][0]), "cost_ratio": tokens_per_second_ratio(by_preset, system)}
+        row["regime"] = regime(recipe, row["train_pairs"])
+        if (system, control) in outside:
+            figure = outside[(system, control)]
+            row.update(evidence=external["split"], scored_outside=True, seeds=figure["seeds"],
+                       sentences=external.get("sentences"), delta=figure["delta"], ci95=list(figure["ci95"]),
+                       p_value=None)
+        else:
+            t = compare_runs(stats, system, control, recipe["bleu_tokenize"])
+            row.update(evidence="dev", scored_outside=False, seeds=t["seeds"], sentences=runs[0]["dev"]["sentences"],
+                       delta=round(t["delta"], 2), ci95=[round(x, 2) for x in t["ci95"]], p_value=round(t["p_value"], 3))
+        row["verdict"] = verdict(row["ci95"])
+        rows.append(row)
+    return rows
+
+
+def tokens_per_second_ratio(by_preset: dict, system: str) -> Optional[float]:
+    """Training cost ×abs from the runs themselves: abs's mean training tokens/s over the system's."""
+    if BASELINE not in by_preset or system not in by_preset:
+        return None
+    rate = {p: np.mean([r["train_tokens_per_second"] for r in by_preset[p]]) for p in (BASELINE, system)}
+    return round(float(rate[BASELINE] / rate[system]), 2)
+
+
+def step_time_ratios(results_dir: Path) -> dict[str, list[float]]:
+    """Training step time ×abs per preset and sequence length, median over `benchmarks/speed.py`'s rounds."""
+    path = Path(results_dir) / SPEED_RESULTS
+    if not path.is_file():
+        return {}
+    train = json.loads(path.read_text(encoding="utf-8"))["results"]["time"]["train"]
+    if BASELINE not in train:
+        return {}
+    base = {n: np.median(v["step_s"]) for n, v in train[BASELINE].items()}
+    ratios = {}
+    for preset, times in train.items():
+        lengths = sorted((n for n in times if n in base), key=int)
+        ratios[preset] = [round(float(np.median(times[n]["step_s"]) / base[n]), 2) for n in lengths]
+    return ratios
+
+
+def cost_text(system: str, speed: dict, rows: list[dict]) -> str:
+    """Training cost ×abs: `speed.py`'s step-time range over its lengths where it measured the preset, else the
+    quality runs' tokens/s ratio (a shared machine's wall clock: noisy), marked "runs"."""
+    if speed.get(system):
+        low, high = min(speed[system]), max(speed[system])
+        return f"{low:.2f}" if low == high else f"{low:.2f}–{high:.2f}"
+    ratios = [r["cost_ratio"] for r in rows if r["system"] == system and r["cost_ratio"]]
+    return f"{ratios[0]:.2f} (runs)" if ratios else "–"
+
+
+def strongest(rows: list[dict]) -> dict:
+    """The row of the strongest evidence: a held-out test scored outside, else the most seeds, then the
+    largest dev set."""
+    return max(rows, key=lambda r: (r["scored_outside"], len(r["seeds"]), r["sentences"] or 0))
+
+
+def fmt_delta(row: dict) -> str:
+    return f"{row['delta']:+.2f} [{row['ci95'][0]:+.2f}, {row['ci95'][1]:+.2f}]"
+
+
+def evidence_text(row: dict) -> str:
+    seeds = f"seed{'s' if len(row['seeds']) > 1 else ''} {','.join(map(str, row['seeds']))}"
+    return f"{TEST_MARK if row['scored_outside'] else 'dev'}, {seeds}"
+
+
+def has_runs(recipe_file: Path, results_dir: Path) -> bool:
+    """Whether the recipe has result files (read before the recipe is checked, so that a recipe being written
+    that has no runs yet does not stop the summary)."""
+    name = json.loads(Path(recipe_file).read_text(encoding="utf-8")).get("name", "")
+    return bool(name) and any((Path(results_dir) / name).glob("*/seed*.json"))
+
+
+def collect(recipe_files: list[Path], results_dir: Path) -> dict:
+    """Every recipe's rows (in `recipe_files`' order), the per-method summary and the provenance."""
+    external = load_external(results_dir)
+    order = [m.name for m in METHODS]
+    with_runs = [path for path in recipe_files if has_runs(path, results_dir)]
+    rows = sorted((row for path in with_runs for row in recipe_rows(load_recipe(path), results_dir, external)),
+                  key=lambda r: (order.index(r["method"]), not r["scored_outside"], r["recipe"].split(".")[0],
+                                 -r["train_pairs"], r["direction"]))
+    speed = step_time_ratios(results_dir)
+    methods = []
+    for method in METHODS:
+        mine = [r for r in rows if r["method"] == method.name]
+        if not mine:
+            continue
+        best = strongest(mine)
+        methods.append({
+            "method": method.name, "paper": method.paper, "system": best["system"], "control": best["control"],
+            "strongest": {k: best[k] for k in ("recipe", "regime", "evidence", "scored_outside", "seeds", "delta", "ci95")},
+            **{key: compact_regimes([r for r in mine if r["verdict"] == name]) for key, name in VERDICTS.items()},
+            "train_cost_x_abs": cost_text(best["system"], speed, rows),
+        })
+    return {"rows": rows, "methods": methods, "external_provenance": external.get("provenance", "")}
+
+
+def _short(regime_text: str) -> str:
+    return regime_text.split(" (")[0]
+
+
+def which_preset_lines(findings: dict) -> list[str]:
+    """The "which preset" table: one line per method."""
+    lines = ["| method (preset) | paper | control | Δ BLEU [95% CI], strongest evidence | pays | no clear difference | "
+             "hurts | train step ×abs |", "|---|---|---|---|---|---|---|---|"]
+    for m in findings["methods"]:
+        s = m["strongest"]
+        cells = [f"{m['method']} (`{m['system']}`)", m["paper"], f"`{m['control']}`",
+                 f"{s['delta']:+.2f} [{s['ci95'][0]:+.2f}, {s['ci95'][1]:+.2f}] ({evidence_text(s)}, {_short(s['regime'])})"]
+        cells += [m[key] for key in VERDICTS]
+        cells.append(m["train_cost_x_abs"])
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def table_notes(findings: dict) -> list[str]:
+    return [f"{TEST_MARK} {findings['external_provenance']}" if findings["external_provenance"] else "",
+            "Dev: paired bootstrap (1,000 samples) of the selected checkpoints' dev translations on the seeds both "
+            "have run, as in each corpus's table below. Pays / hurts: the 95% interval lies above / below zero. "
+            "Train step ×abs: `benchmarks/speed.py`'s training step time against `transformer_abs` over n = 32–512 "
+            "(recipe-size model, batch 16, 1 thread); \"runs\" where it did not measure the preset: the quality "
+            "runs' training tokens/s against abs's on the same recipe, a shared machine's wall clock."]
+
+
+def row_lines(findings: dict) -> list[str]:
+    """Every method × corpus row (the forest plot's rows)."""
+    lines = ["| method | system − control | regime | evidence | Δ BLEU [95% CI] | verdict |", "|---|---|---|---|---|---|"]
+    for r in findings["rows"]:
+        lines.append(f"| {r['method']} | `{r['system']}` − `{r['control']}` | {r['regime']} | {evidence_text(r)} | "
+                     f"{fmt_delta(r)} | {r['verdict']} |")
+    return lines
+
+
+def forest_rows(findings: dict) -> list[dict]:
+    """The forest plot's rows, one block per method headed by its first pair (system − control); a row whose
+    pair differs from its block's names its own."""
+    def pair(r):
+        return f"{r['system'].replace('transformer_', '')} − {r['control'].replace('transformer_', '')}"
+
+    heads = {}
+    for r in findings["rows"]:
+        heads.setdefault(r["method"], pair(r))
+    return [{"group": f"{r['method']}: {heads[r['method']]}", "delta": r["delta"], "ci95": r["ci95"],
+             "label": f"{r['regime'].split(',')[0]} {r['train_pairs'] / 1000:g}k ({'test' if r['scored_outside'] else 'dev'})"
+                      + ("" if pair(r) == heads[r["method"]] else f", {pair(r)}"),
+             "highlight": r["scored_outside"]} for r in findings["rows"]]
+
+
+def results_section(findings: dict, chart: Optional[Path], results_md: Path) -> str:
+    import os
+
+    if not findings["rows"]:
+        return "## Summary\n\nNo method has finished runs of both it and its control yet."
+    lines = ["## Summary: which method pays, where, and at what cost", "",
+             "Generated by `python benchmarks/quality.py summary` from `benchmarks/results/`; the per-corpus "
+             "sections below give every run.", ""]
+    lines += which_preset_lines(findings) + [""]
+    lines += [part for note in table_notes(findings) if note for part in (note, "")]
+    if chart is not None:
+        lines += [f"![Δ BLEU with 95% CI per method against its control, one row per corpus]"
+                  f"({os.path.relpath(chart, results_md.parent)})", ""]
+    lines += ["Every method × corpus:", ""] + row_lines(findings)
+    return "\n".join(lines)
+
+
+def readme_section(findings: dict) -> str:
+    return "\n".join(which_preset_lines(findings) + [""] + [
+        f"{TEST_MARK} held-out KFTT test, scored outside the project (paired bootstrap, 1,000 samples); dev "
+        "elsewhere. Train step ×abs: `benchmarks/speed.py` over n = 32–512; \"runs\": the quality runs' training "
+        "tokens/s. Every row per corpus and the forest plot: [RESULTS.md](model_cards/RESULTS.md)."])
+
+
+def write_measured_results(findings: dict, path: Path) -> Path:
+    """The rows as a Python module in the package, for the model card (`hf_syntax_mt.model_card`)."""
+    rows = [{k: r[k] for k in ("method", "paper", "system", "control", "recipe", "direction", "regime", "train_pairs", "evidence",
+                               "scored_outside", "seeds", "delta", "ci95", "verdict")} for r in findings["rows"]]
+    text = ('"""What each preset measured in this project (the summary of model_cards/RESULTS.md): generated by '
+            '`python benchmarks/quality.py summary`, do not edit."""\n\n'
+            f"EXTERNAL_PROVENANCE = {findings['external_provenance']!r}\n\n"
+            "ROWS = [\n" + "".join(f"    {row!r},\n" for row in rows) + "]\n")
+    path = Path(path)
+    path.write_text(text, encoding="utf-8")
+    return path
