@@ -609,9 +609,10 @@ def _train(model_args: ModelArguments, data_args: DataArguments, training_args, 
         processing_class=tokenizer,
         data_collator=DataCollatorForSyntaxSeq2Seq(tokenizer, pad_to_multiple_of=None),
         compute_metrics=bleu_metric_fn(tokenizer, data_args.bleu_tokenize) if training_args.predict_with_generate else None,
-        callbacks=[*(callbacks or []), interrupt, run_log],  # run_log last: it logs at the saves the others ask for
+        callbacks=[*(callbacks or []), interrupt],
         model_card_info=card_info,
     )
+    trainer.add_callback(run_log)  # after those the trainer adds itself: it logs at the saves the others ask for
 
     if training_args.do_train and "train" in processed:
         metrics = _train_or_resume(trainer, training_args, tokenizer, interrupt, run_log)

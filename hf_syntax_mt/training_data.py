@@ -179,7 +179,7 @@ def skip_texts_too_long_for(parser: Optional[Annotator], raw, data_args: DataArg
 def warn_truncated_pairs(raw, processed: dict, data_args: DataArguments, tokenizer, source_spacing: str) -> None:
     """Say once per split how many sources and targets are longer than `--max_source_length` /
     `--max_target_length` subwords (the features keep their first subwords only): the pairs at the limit in
-    `processed` (the features of `raw`, row for row) are tokenized again without truncation to count them."""
+    `processed` (the features of `raw`, row for row) are tokenized again, one subword longer, to count them."""
     import pyarrow.compute as pc
 
     sides = (("input_ids", "source", "max_source_length"), ("labels", "target", "max_target_length"))
@@ -195,10 +195,11 @@ def warn_truncated_pairs(raw, processed: dict, data_args: DataArguments, tokeniz
             if not at_limit:
                 continue
             texts = column_texts(raw[split].select(at_limit), columns[side])
+            cut = dict(truncation=True, max_length=limit + 1)  # one subword more tells a longer text
             if side == 0:
-                encoded = tokenizer([apply_source_spacing(text, source_spacing) for text in texts])
+                encoded = tokenizer([apply_source_spacing(text, source_spacing) for text in texts], **cut)
             else:
-                encoded = tokenizer(text_target=texts)
+                encoded = tokenizer(text_target=texts, **cut)
             longer = sum(len(ids) > limit for ids in encoded["input_ids"])
             if longer:
                 found.append(f"{longer} {what}{'s' * (longer > 1)} longer than --{flag} {limit}")

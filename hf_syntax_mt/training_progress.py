@@ -47,7 +47,7 @@ def resolve_default_warmup(training_args, run_steps: int) -> None:
         steps = min(int(asked), max(1, math.ceil(WARMUP_SHARE * run_steps)))
         training_args.warmup_steps = steps
         if steps < asked:
-            logger.info("warm-up: %d steps (the default %d cut to %.0f%% of this %d-step run; --warmup_steps sets it)",
+            logger.info("warm-up steps: %d (the default %d cut to %.0f%% of this %d-step run; --warmup_steps sets it)",
                         steps, asked, 100 * WARMUP_SHARE, run_steps)
     elif asked >= 1 and asked >= run_steps:
         logger.warning("--warmup_steps %g is as long as the whole run (%d steps): the learning rate never reaches "

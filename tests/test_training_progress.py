@@ -50,7 +50,7 @@ def test_the_default_warmup_is_scaled_to_the_run_and_a_given_one_is_kept(caplog)
     with caplog.at_level(logging.INFO, logger="hf_syntax_mt.training_progress"):
         result = train(model_args, data_args, training_args)
     assert result.trainer.args.warmup_steps == 1  # a tenth of 4 steps, rounded up
-    assert "warm-up: 1 steps (the default 800 cut to 10% of this 4-step run; --warmup_steps sets it)" in caplog.text
+    assert "warm-up steps: 1 (the default 800 cut to 10% of this 4-step run; --warmup_steps sets it)" in caplog.text
     learning_rates = [entry["learning_rate"] for entry in result.trainer.state.log_history if "learning_rate" in entry]
     # logged at steps 2 and 4: the rates of those steps, the peak after 1 warm-up step, then peak * sqrt(1 / (step - 1))
     assert learning_rates == [pytest.approx(3e-3), pytest.approx(3e-3 / 3 ** 0.5)]
