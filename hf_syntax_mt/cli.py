@@ -1,6 +1,7 @@
 """`hf-syntax-mt`: translate, annotate, plot, train, average, demo.
 
-    hf-syntax-mt translate --model DIR [--beams N] [--batch-size B] [--max-length-a A --max-length-b B] [FILE] > out.txt
+    hf-syntax-mt translate --model DIR [--beams N] [--batch-size B] [--max-length-a A --max-length-b B]
+                           [--conllu FILE [--trees FILE]] [--reference REF] [FILE] > out.txt
     hf-syntax-mt annotate --parser ja_ginza [--model DIR] [FILE] > features.jsonl
     hf-syntax-mt annotate --model SELF_PARSING_DIR [--conllu GOLD] [FILE] > parsed.conllu
     hf-syntax-mt plot --model DIR --sentence "..." --kind relations|sla|attention --out fig.png
@@ -9,11 +10,15 @@
     hf-syntax-mt demo
 
 Input is one sentence a line (stdin when FILE is omitted); `translate` writes one line per input
-line. An empty, unparsable or not UTF-8 line gives an empty output line and one message on stderr
-(with its 1-based line number); the other lines are translated. Pre-parsed input: `--conllu FILE
-[--trees FILE]` (one CoNLL-U sentence / bracketed tree per input line); a sentence there that is not one
-tree fails its line alone, named by its number and word IDs in the file. A user error (a bad option,
-file or model) prints one line and exits with status 2, in every command.
+line, batch by batch as they are done (in input order), with progress on stderr when it is a terminal.
+An empty, unparsable or not UTF-8 line gives an empty output line and one message on stderr (with its
+1-based line number); the other lines are translated. Ctrl-C (SIGINT) or SIGTERM stops it after the lines
+written so far, saying how many (exit status 128 + the signal). `--reference FILE` prints corpus BLEU and
+chrF at the end. Pre-parsed input: `--conllu FILE [--trees FILE]`, one CoNLL-U sentence (and bracketed
+tree) per input line that is not blank, in order (as `annotate` writes them); a sentence there that is
+not one tree, or whose text, words or tree leaves are not its line's, fails its line alone, named by its
+number in the file. A user error (a bad option, file or model) prints one line and exits with status 2,
+in every command.
 """
 
 from __future__ import annotations
@@ -21,15 +26,18 @@ from __future__ import annotations
 import argparse
 import codecs
 import contextlib
+import dataclasses
 import json
 import logging
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Optional, Sequence
 
 from safetensors import SafetensorError
 
-from .syntax.annotation import DISTANCE_SOURCES
+from .syntax.annotation import DISTANCE_SOURCES, Annotation
 from .threads import THREADS_HELP
 
 
@@ -59,16 +67,20 @@ def _silenced(logger_name: str):
         logger.setLevel(level)
 
 
-def _annotator(args):
-    """`--conllu/--trees` (pre-parsed), `--parser NAME [--lang L]`, or None."""
-    from .syntax import PreParsedAnnotator
-    from .training import build_annotator
-
+def _check_parse_options(args) -> None:
     if getattr(args, "parser", None) and getattr(args, "conllu", None):
         raise SystemExit(f"hf-syntax-mt {args.command}: --parser {args.parser} and --conllu both give the parses: "
                          "--conllu reads them from the file, --parser parses the text; choose one")
     if getattr(args, "trees", None) and not getattr(args, "conllu", None):
         raise SystemExit(f"hf-syntax-mt {args.command}: --trees needs --conllu (the trees go with its sentences)")
+
+
+def _annotator(args):
+    """`--conllu/--trees` (pre-parsed, looked up by text), `--parser NAME [--lang L]`, or None."""
+    from .syntax import PreParsedAnnotator
+    from .training import build_annotator
+
+    _check_parse_options(args)
     if getattr(args, "conllu", None):
         trees = Path(args.trees).read_text(encoding="utf-8").splitlines() if args.trees else None
         return PreParsedAnnotator.from_conllu(args.conllu, trees=trees)
@@ -86,12 +98,160 @@ def _add_parser_options(sub, constituency=True):
         sub.add_argument("--constituency", action="store_true", help="stanza: also run the constituency parser")
 
 
+class _Stopped(Exception):
+    """SIGINT / SIGTERM while translating (`signal_number` says which)."""
+
+    def __init__(self, signal_number: int):
+        super().__init__(signal_number)
+        self.signal_number = signal_number
+
+
+class _SignalStop:
+    """A handler for SIGINT / SIGTERM that raises `_Stopped`, except inside `held()`: there the signal waits
+    for the end of the block."""
+
+    def __init__(self):
+        self.holding = False
+        self.pending: Optional[int] = None
+
+    def __call__(self, number, frame):
+        if self.holding:
+            self.pending = number
+        else:
+            raise _Stopped(number)
+
+    @contextlib.contextmanager
+    def held(self):
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+        if self.pending is not None:
+            raise _Stopped(self.pending)
+
+
+@contextlib.contextmanager
+def _stopping_on_signals():
+    """Yields a `_SignalStop` that handles SIGINT and SIGTERM for the duration (main thread only); the old
+    handlers come back after."""
+    stop = _SignalStop()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+@dataclasses.dataclass
+class _Written:
+    """How far `translate` got: lines written to stdout, of `total` (None until the input is read)."""
+
+    lines: int = 0
+    total: Optional[int] = None
+
+
 def cmd_translate(args) -> int:
+    written = _Written()
+    try:
+        with _stopping_on_signals() as stop:
+            return _translate(args, written, stop)
+    except _Stopped as stopped:
+        of = "" if written.total is None else f" of {written.total}"
+        print(f"hf-syntax-mt translate: stopped by {signal.Signals(stopped.signal_number).name}: {written.lines}{of} "
+              "lines translated and written (the first ones, in input order)", file=sys.stderr)
+        return 128 + stopped.signal_number
+
+
+_PTB_BRACKETS = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}"}
+
+
+def _preparsed_lines(args, lines: list[bytes]) -> list:
+    """`--conllu FILE [--trees FILE]` matched to the input lines by position: the k-th sentence (and tree)
+    goes with the k-th input line that is not blank (empty, whitespace-only or not UTF-8: `annotate`
+    writes no sentence for those). Per line: its `Annotation`, the message that fails it (a sentence that
+    is not one tree, a tree that cannot be read, a text or tree leaves that are not the line's words), or
+    None for a blank line (the pipeline reports it). Another number of sentences than non-blank lines is
+    a user error."""
+    from .pipeline import decode_line
+    from .syntax import read_conllu_sentences, tree_leaves
+
+    trees = Path(args.trees).read_text(encoding="utf-8").splitlines() if args.trees else None
+    sentences = read_conllu_sentences(args.conllu, trees=trees)
+    texts = [decode_line(line) for line in lines]
+    targets = [i for i, (text, error) in enumerate(texts) if error is None and text.strip()]
+    if len(sentences) != len(targets):
+        raise SystemExit(f"hf-syntax-mt translate: --conllu {args.conllu} has {len(sentences)} sentences but the input "
+                         f"has {len(targets)} lines that are not blank: one sentence per such line, in the same order")
+    parsed: list = [None] * len(lines)
+    for number, (i, sentence) in enumerate(zip(targets, sentences), 1):
+        text = texts[i][0]
+        if not isinstance(sentence, Annotation):
+            parsed[i] = f"could not parse: {sentence}"
+            continue
+        name = f"CoNLL-U sentence {number}"
+        if "".join(sentence.text.split()) != "".join(text.split()):
+            parsed[i] = f"{name} is {sentence.text[:80]!r}, not this line's text: its words and the text disagree"
+        elif sentence.trees and [_PTB_BRACKETS.get(leaf, leaf) for leaf in tree_leaves(sentence.trees[0])] != \
+                [_PTB_BRACKETS.get(word, word) for word in sentence.words]:
+            leaves = " ".join(tree_leaves(sentence.trees[0]))
+            parsed[i] = f"tree {number} has the leaves {leaves[:80]!r}, not the words of {name}"
+        else:
+            parsed[i] = sentence
+    return parsed
+
+
+def _read_references(path: str, count: int) -> list[str]:
+    lines = _read_input(path)
+    if len(lines) != count:
+        raise SystemExit(f"hf-syntax-mt translate: --reference {path} has {len(lines)} lines for {count} input lines")
+    try:
+        return [line.decode("utf-8") for line in lines]
+    except UnicodeDecodeError as err:
+        raise SystemExit(f"hf-syntax-mt translate: --reference {path} is not UTF-8 text ({err})") from None
+
+
+def _scores(hypotheses: list[str], references: list[str], tokenize: str) -> str:
+    """Corpus BLEU and chrF (sacrebleu) with BLEU's signature, in one line."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    bleu = BLEU(tokenize=tokenize, force=True)
+    bleu_score = bleu.corpus_score(hypotheses, [references])
+    chrf_score = CHRF().corpus_score(hypotheses, [references])
+    return f"BLEU {bleu_score.score:.2f}, chrF {chrf_score.score:.2f} ({bleu.get_signature()})"
+
+
+def _translated_batches(translate, lines: list[bytes], parsed: Optional[list], batch_size: int, generate: dict):
+    """(outputs of one batch of input lines, in input order), batch after batch. With pre-parsed lines,
+    those whose parse fails get their message and the others their `Annotation`."""
+    from .syntax.annotation import empty_annotation
+
+    for start in range(0, len(lines), batch_size):
+        positions = range(start, min(start + batch_size, len(lines)))
+        if parsed is None:
+            yield translate(lines[start : start + batch_size], batch_size=batch_size, **generate)
+            continue
+        outputs = {i: {"translation_text": "", "error": parsed[i]} for i in positions if isinstance(parsed[i], str)}
+        rest = [i for i in positions if i not in outputs]
+        if rest:
+            annotations = [parsed[i] or empty_annotation("") for i in rest]
+            done = translate([lines[i] for i in rest], annotations=annotations, batch_size=batch_size, **generate)
+            outputs.update(zip(rest, done))
+        yield [outputs[i] for i in positions]
+
+
+def _translate(args, written: _Written, stop: _SignalStop) -> int:
     import hf_syntax_mt  # noqa: F401  (registers the model classes)
+    from tqdm.auto import tqdm
     from transformers import pipeline
 
     from .length_cap import check_length_cap
     from .pipeline import model_location  # importing it registers the task
+    from .syntax import PreParsedAnnotator
     from .threads import set_torch_threads
 
     set_torch_threads(args.threads)
@@ -102,15 +262,32 @@ def cmd_translate(args) -> int:
         except ValueError as err:
             raise SystemExit(f"hf-syntax-mt translate: --max-length-a/--max-length-b: {err}") from None
         length_cap = {"max_length_a": args.max_length_a, "max_length_b": args.max_length_b}
+    if args.reference:
+        import sacrebleu
+
+        from .metrics import check_bleu_tokenize
+
+        if args.bleu_tokenize not in sacrebleu.BLEU.TOKENIZERS:
+            raise SystemExit(f"hf-syntax-mt translate: --bleu-tokenize {args.bleu_tokenize}: expected one of "
+                             f"{', '.join(sorted(sacrebleu.BLEU.TOKENIZERS))}")
+        check_bleu_tokenize(args.bleu_tokenize)
     model = model_location(args.model)
     lines = _read_input(args.input)
+    written.total = len(lines)
     if not lines:
         print("hf-syntax-mt translate: no input lines (nothing to translate)", file=sys.stderr)
         return 0
-    kwargs = {}
-    annotator = _annotator(args)
-    if annotator is not None:
-        kwargs["annotator"] = annotator
+    references = _read_references(args.reference, len(lines)) if args.reference else None
+    kwargs, parsed = {}, None
+    if args.conllu:
+        _check_parse_options(args)
+        parsed = _preparsed_lines(args, lines)
+        # the pipeline knows from an annotator that the parses come from outside (a self-parsing model uses them)
+        kwargs["annotator"] = PreParsedAnnotator([a for a in parsed if isinstance(a, Annotation)])
+    else:
+        annotator = _annotator(args)
+        if annotator is not None:
+            kwargs["annotator"] = annotator
     translate = pipeline("syntax-translation", model=model, **kwargs)
     if translate.needs_parser and translate.annotator is None:
         raise SystemExit("hf-syntax-mt translate: this model needs parsed sources and records no parser (it was trained "
@@ -118,13 +295,25 @@ def cmd_translate(args) -> int:
     generate = {"num_beams": args.beams, **length_cap}
     if args.max_new_tokens:
         generate["max_new_tokens"] = args.max_new_tokens
-    with _silenced("hf_syntax_mt.pipeline"):  # its warnings about bad lines: reported below, once
-        outputs = translate(lines, batch_size=args.batch_size, **generate)
-    for number, out in enumerate(outputs, 1):
-        if "error" in out:
-            print(f"hf-syntax-mt translate: line {number}: {out['error']} (empty output line)", file=sys.stderr)
-        sys.stdout.write(out["translation_text"] + "\n")
-    sys.stdout.flush()
+    hypotheses = []
+    # progress (lines, lines/s, ETA) on a terminal only: a log file or pipe gets the messages alone
+    with _silenced("hf_syntax_mt.pipeline"), tqdm(total=len(lines), unit=" lines", file=sys.stderr, leave=False,
+                                                  disable=not sys.stderr.isatty()) as progress:
+        for outputs in _translated_batches(translate, lines, parsed, args.batch_size, generate):
+            for number, out in enumerate(outputs, written.lines + 1):
+                if "error" in out:
+                    progress.write(f"hf-syntax-mt translate: line {number}: {out['error']} (empty output line)",
+                                   file=sys.stderr)
+            batch = [out["translation_text"] for out in outputs]
+            with stop.held():  # a batch is written whole, and counted
+                sys.stdout.write("".join(text + "\n" for text in batch))
+                sys.stdout.flush()
+                written.lines += len(batch)
+            hypotheses += batch
+            progress.update(len(batch))
+    if references is not None:
+        print(f"hf-syntax-mt translate: {_scores(hypotheses, references, args.bleu_tokenize)} against "
+              f"{args.reference}", file=sys.stderr)
     return 0
 
 
@@ -305,6 +494,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "(fairseq's --max-len-a/b; default: no cap)")
     p.add_argument("--max-length-b", type=float, help="the cap's offset B (default 0 when A is given)")
     p.add_argument("--threads", type=int, help=THREADS_HELP)
+    p.add_argument("--reference", metavar="FILE", help="reference translations (one a line): print corpus BLEU and chrF "
+                                                       "(sacrebleu) on stderr at the end")
+    p.add_argument("--bleu-tokenize", default="13a", help="sacrebleu's BLEU tokenizer for --reference (13a, intl, "
+                                                          "ja-mecab, zh, char, none, ...; default 13a)")
     _add_parser_options(p)
     p.add_argument("input", nargs="?", help="input file (default: stdin)")
 

@@ -256,8 +256,11 @@ def test_preparsed_annotator_fails_only_the_text_of_a_bad_conllu_sentence():
 
 
 def test_constituency_tree_must_match_words():
-    with pytest.raises(ValueError, match="sentence 1: constituency tree of sentence 0 has 2 leaves but the sentence has 3 words"):
+    with pytest.raises(ValueError, match=r"^tree 1 \(the constituency tree of CoNLL-U sentence 1\): 2 leaves for the "
+                                         r"sentence's 3 words$"):
         read_conllu(SHE_SLEPT, trees=["(S (NP She) (VP slept))"])
+    with pytest.raises(ValueError, match=r"^tree 1 \(the constituency tree of CoNLL-U sentence 1\): not a bracketed tree"):
+        read_conllu(SHE_SLEPT, trees=["She slept ."])
 
 
 def test_conllu_block_without_words_is_an_error():

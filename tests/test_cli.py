@@ -36,11 +36,20 @@ def run_console_script(name, *args):
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=ENV, timeout=300)
 
 
+def preparsed_options(count: int) -> list[str]:
+    """`--conllu FILE --trees FILE` with the parses of the first `count` dev sentences (one per input line)."""
+    data, work = synthetic_corpus(), scratch_dir("cli_parsed")
+    blocks = (data / "dev.src.conllu").read_text().split("\n\n")[:count]
+    (work / "dev.conllu").write_text("\n\n".join(blocks).strip("\n") + "\n\n")
+    (work / "dev.tree").write_text("".join((data / "dev.src.tree").read_text().splitlines(keepends=True)[:count]))
+    return ["--conllu", str(work / "dev.conllu"), "--trees", str(work / "dev.tree")]
+
+
 def test_translate_stdin_and_file_round_trip(capsys):
     out, _ = trained_model(DEP)
     data = synthetic_corpus()
     lines = (data / "dev.src").read_text().splitlines()[:3]
-    parsed = ["--conllu", str(data / "dev.src.conllu"), "--trees", str(data / "dev.src.tree")]
+    parsed = preparsed_options(3)  # one sentence per line that is not blank
     text = "\n".join([lines[0], "", lines[1], lines[2]]) + "\n"
     done = run_cli("translate", "--model", str(out), "--beams", "2", "--batch-size", "2", "--max-new-tokens", "6",
                    *parsed, stdin=text)
@@ -62,7 +71,7 @@ def test_translate_reports_each_undecodable_line_once_and_translates_the_rest(ca
     out, _ = trained_model(DEP)
     data = synthetic_corpus()
     lines = (data / "dev.src").read_text().splitlines()[:3]
-    parsed = ["--conllu", str(data / "dev.src.conllu"), "--trees", str(data / "dev.src.tree")]
+    parsed = preparsed_options(3)  # no sentence for the line that is not UTF-8, as `annotate` writes none
     translate = ["translate", "--model", str(out), "--max-new-tokens", "6", *parsed]
     good, infile = scratch_dir("cli") / "good.txt", scratch_dir("cli") / "latin1.txt"
     good.write_text("\n".join(lines) + "\n")

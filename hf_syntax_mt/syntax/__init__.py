@@ -9,6 +9,7 @@ from .annotation import (
     locate_words,
     merge_annotations,
     read_conllu,
+    read_conllu_sentences,
     read_conllu_with_errors,
     to_conllu,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "parse_bracketed",
     "project_heads_to_subwords",
     "read_conllu",
+    "read_conllu_sentences",
     "read_conllu_with_errors",
     "to_conllu",
     "relative_depth_matrix",

@@ -378,26 +378,49 @@ def _read_conllu_sentence(block: Sequence[str], number: int, tree) -> Annotation
     if problem is not None:
         raise error(problem)
     try:
-        return Annotation(text=text, words=words, spans=spans, heads=heads, deprels=deprels,
-                          trees=None if tree is None else [tree])
+        annotation = Annotation(text=text, words=words, spans=spans, heads=heads, deprels=deprels)
     except ValueError as err:
         raise error(str(err)) from None
+    if tree is None:
+        return annotation
+    where = f"tree {number} (the constituency tree of CoNLL-U sentence {number}" + (f", sent_id {sent_id})" if sent_id
+                                                                                       else ")")
+    try:
+        leaves = tree_leaves(tree)
+    except ValueError as err:
+        raise ConlluSentenceError(f"{where}: {err}", number, text) from None
+    if len(leaves) != len(words):
+        raise ConlluSentenceError(f"{where}: {len(leaves)} leaves for the sentence's {len(words)} words", number, text)
+    annotation.trees = [tree if isinstance(tree, str) else tree_to_bracketed(tree)]
+    return annotation
 
 
 def read_conllu_with_errors(source: Union[str, Path],
                             trees: Optional[Sequence] = None) -> tuple[list[Annotation], list[ConlluSentenceError]]:
     """Like `read_conllu`, but a sentence that cannot be read or is not one tree is left out and
     returned as a `ConlluSentenceError`: (the valid sentences, the errors of the others)."""
+    sentences = read_conllu_sentences(source, trees)
+    return ([a for a in sentences if isinstance(a, Annotation)],
+            [err for err in sentences if isinstance(err, ConlluSentenceError)])
+
+
+def read_conllu_sentences(source: Union[str, Path],
+                          trees: Optional[Sequence] = None) -> list[Union[Annotation, ConlluSentenceError]]:
+    """Every sentence of a CoNLL-U file (or text) in file order: its `Annotation`, or the
+    `ConlluSentenceError` that says why it cannot be read or is not one tree (as `read_conllu`); for
+    matching the sentences to input lines by position. `trees`: one bracketed tree per sentence; a tree
+    that cannot be read or has another number of leaves than its sentence has words is its sentence's
+    error, named as "tree N"."""
     blocks = _conllu_blocks(source)
     if trees is not None and len(trees) != len(blocks):
         raise ValueError(f"{len(trees)} trees for {len(blocks)} CoNLL-U sentences")
-    annotations, errors = [], []
+    sentences = []
     for number, block in enumerate(blocks, 1):
         try:
-            annotations.append(_read_conllu_sentence(block, number, None if trees is None else trees[number - 1]))
+            sentences.append(_read_conllu_sentence(block, number, None if trees is None else trees[number - 1]))
         except ConlluSentenceError as err:
-            errors.append(err)
-    return annotations, errors
+            sentences.append(err)
+    return sentences
 
 
 def read_conllu(source: Union[str, Path], trees: Optional[Sequence] = None) -> list[Annotation]:
