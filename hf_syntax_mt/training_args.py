@@ -149,7 +149,8 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
     logging_steps: float = field(
         default=50,
         metadata={"help": "Log the training loss every N updates (a number < 1: a share of the run), and at every "
-                  "checkpoint and the last step; the log is also written to <output_dir>/training_log.csv"},
+                  "checkpoint and the last step; the log is also written to <output_dir>/training_log.csv. As in "
+                  "transformers, --eval_strategy steps without --eval_steps evaluates this often too"},
     )
     predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate by generating (BLEU/chrF)"})
     eval_strategy: IntervalStrategy | str = field(default="epoch", metadata={"help": "When to evaluate (no evaluation without dev data)"})
