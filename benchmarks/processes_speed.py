@@ -5,9 +5,9 @@
         [--output benchmarks/results/processes_speed.json]
 
 Both configurations run the project's training (`hf_syntax_mt.training.train`, the Trainer) through
-`hf_syntax_mt.data_parallel.launch`, the launcher behind `--processes`: 1 process x N torch threads (this process),
-then N processes x 1 thread (DDP over gloo, each 2,048-token batch split between the processes), `--rounds` times
-in turn. The model
+`hf_syntax_mt.data_parallel.train_in_processes` (the launcher behind `--processes`): 1 process x N torch threads
+(this process), then N processes x 1 thread (DDP over gloo, each 2,048-token batch split between the processes),
+`--rounds` times in turn. The model
 is the KFTT recipe's (transformer_abs, d_model 256, 3+3 layers, 4 heads, ffn 1024, joint BPE 8k, dropout and label
 smoothing 0.1), trained in fp32 (bf16 is emulated, and slow, on a CPU without AVX512-BF16 / AMX), for `--max-steps`
 token-budget batches of 2,048 padded positions from the first `--pairs` KFTT training pairs within the recipe's
@@ -63,12 +63,10 @@ def write_pairs(prefix: Path, pairs: int, kftt: Path) -> str:
     return source
 
 
-def train_and_time(settings: dict) -> dict:
-    """One timed training run (in each process `launch` started); rank 0's figures."""
-    import torch
-
-    from hf_syntax_mt.training import (DataArguments, ModelArguments, SyntaxMTTrainingArguments,
-                                       cpu_has_native_bf16, train)
+def train_and_time(settings: dict, processes: int, threads: int) -> dict:
+    """One timed training run in `processes` processes x `threads` threads (`train_in_processes`)."""
+    from hf_syntax_mt.data_parallel import train_in_processes
+    from hf_syntax_mt.training import DataArguments, ModelArguments, SyntaxMTTrainingArguments, cpu_has_native_bf16
 
     model_args = ModelArguments(preset="transformer_abs", vocab_size=8000,
                                 config_overrides=",".join(f"{k}={v!r}" for k, v in MODEL.items()))
@@ -77,23 +75,18 @@ def train_and_time(settings: dict) -> dict:
     training_args = SyntaxMTTrainingArguments(
         output_dir=settings["output_dir"], overwrite_output_dir=True, max_steps=settings["max_steps"],
         max_tokens_per_batch=2048, learning_rate=7e-4, adam_beta2=0.98, lr_scheduler_type="inverse_sqrt",
-        warmup_steps=800, bf16=cpu_has_native_bf16(), save_strategy="no", eval_strategy="no", load_best_model_at_end=False,
-        logging_steps=10_000, report_to="none",
-        disable_tqdm=True, use_cpu=True, seed=1, accelerator_config={"split_batches": True},
+        warmup_steps=800, bf16=cpu_has_native_bf16(), save_strategy="no", eval_strategy="no",
+        load_best_model_at_end=False, logging_steps=10_000, report_to="none", disable_tqdm=True, use_cpu=True, seed=1,
     )
-    result = train(model_args, data_args, training_args)
-    features = result.datasets["train"]
-    tokens = sum(map(len, features["input_ids"])) + sum(map(len, features["labels"]))
-    steps_per_epoch = len(result.trainer.get_train_dataloader())
-    runtime = result.metrics["train_runtime"]
-    return {"tokens_per_second": round(tokens * result.trainer.state.global_step / steps_per_epoch / runtime),
-            "train_runtime_seconds": round(runtime, 2), "steps": result.trainer.state.global_step,
-            "threads_per_process": torch.get_num_threads(), "processes": training_args.world_size,
-            "bf16": training_args.bf16}
+    run = train_in_processes(processes, model_args, data_args, training_args, threads=threads)
+    runtime = run["metrics"]["train_runtime"]
+    return {"tokens_per_second": round(run["train_tokens"] * run["global_step"] / run["steps_per_epoch"] / runtime),
+            "train_runtime_seconds": round(runtime, 2), "steps": run["global_step"],
+            "threads_per_process": run["threads"], "processes": run["processes"], "bf16": training_args.bf16}
 
 
 def main(argv=None) -> dict:
-    from hf_syntax_mt.data_parallel import available_cores, launch
+    from hf_syntax_mt.data_parallel import available_cores
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--processes", type=int, default=available_cores(),
@@ -117,8 +110,8 @@ def main(argv=None) -> dict:
                     "max_steps": args.max_steps}
         for _ in range(args.rounds):
             for name, (processes, threads) in configurations.items():
-                run = launch(train_and_time, {**settings, "output_dir": str(Path(tmp) / name.replace(" ", "_"))},
-                             processes=processes, threads=threads)
+                run = train_and_time({**settings, "output_dir": str(Path(tmp) / name.replace(" ", "_"))}, processes,
+                                     threads)
                 results["runs"][name].append(run)
                 print(f"{name}: {run['tokens_per_second']} tokens/s ({run['steps']} steps in "
                       f"{run['train_runtime_seconds']} s)", flush=True)

@@ -16,11 +16,13 @@ with 2 threads trained 12,600 tokens/s, two processes with 1 thread each 14,600,
 busy process on the machine 2 threads fell to 2,000. `benchmarks/processes_speed.py` measures it on a machine.
 
     launch(entrypoint, *args, processes=N)  # entrypoint(*args) in N processes; rank 0's return value
+    train_in_processes(N, model_args, data_args, training_args, **train_kwargs)  # `train` in N processes
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -157,6 +159,43 @@ def launch(entrypoint: Callable, *args, processes: int, threads: int = 1) -> Any
     return returned[0]
 
 
+def train_in_processes(processes: int, model_args, data_args, training_args, *, threads: int = 1,
+                       **train_kwargs) -> dict:
+    """`hf_syntax_mt.training.train(model_args, data_args, training_args, **train_kwargs)` in `processes`
+    data-parallel processes (`launch`) on the one-process batches (accelerate's `split_batches` is turned on),
+    for a program that calls `train` itself (as the quality runner does); `train_kwargs` (tokenizer, annotators,
+    raw_datasets, callbacks, command) must pickle. The trainer lives in the processes, so what comes back is
+    process 0's summary: `metrics`, `global_step`, `steps_per_epoch` (batches an epoch), `train_tokens` (source +
+    target subwords of the training set), `log_history`, `best_model_checkpoint`, `interrupted_by`, and the
+    `processes` and `threads` used; the model is saved in `training_args.output_dir`."""
+    check_processes(processes, threads, training_args, data_args)
+    settings = {f.name: getattr(training_args, f.name) for f in dataclasses.fields(training_args) if f.init}
+    settings["accelerator_config"] = {**training_args.accelerator_config.to_dict(), "split_batches": True}
+    return launch(_train_summary, model_args, data_args, type(training_args), settings, train_kwargs,
+                  processes=processes, threads=threads)
+
+
+def _train_summary(model_args, data_args, arguments_class, settings: dict, train_kwargs: dict) -> dict:
+    """One process of `train_in_processes`: the training arguments made anew here (their distributed state is
+    this process's), `train`, and what the caller needs of the result."""
+    import torch
+
+    from .training import train
+
+    training_args = arguments_class(**settings)
+    result = train(model_args, data_args, training_args, **train_kwargs)
+    trainer, features = result.trainer, result.datasets.get("train")
+    return {
+        "metrics": result.metrics, "output_dir": result.output_dir, "global_step": trainer.state.global_step,
+        "steps_per_epoch": len(trainer.get_train_dataloader()) if features is not None else None,
+        "train_tokens": (sum(map(len, features["input_ids"])) + sum(map(len, features["labels"]))
+                         if features is not None else None),
+        "log_history": trainer.state.log_history, "best_model_checkpoint": trainer.state.best_model_checkpoint,
+        "interrupted_by": result.interrupted_by, "processes": training_args.world_size,
+        "threads": torch.get_num_threads(),
+    }
+
+
 def train_with_processes(argv: list[str], processes: int, threads: Optional[int], training_args, data_args) -> int:
     """`hf-syntax-mt-train ... --processes N`: check the setting, run `hf_syntax_mt.training.main` in N processes
     (`launch`) on `worker_arguments(argv)` and return process 0's exit status (1 when a process failed, 128 + the
@@ -178,4 +217,4 @@ def train_with_processes(argv: list[str], processes: int, threads: Optional[int]
 
 
 __all__ = ["PROCESSES_HELP", "available_cores", "check_processes", "launch", "prepare_presplit", "token_share",
-           "train_with_processes", "worker_arguments"]
+           "train_in_processes", "train_with_processes", "worker_arguments"]
