@@ -46,7 +46,7 @@ def check_model_files(name_or_path, model_type=None, **from_pretrained_kwargs) -
     `model_type` None (the caller has the config, e.g. `config=` was given) checks the weights files only; of the
     other `from_pretrained` arguments, `subfolder` and `HUB_KWARGS` are used.
     """
-    if not isinstance(name_or_path, (str, os.PathLike)):
+    if not isinstance(name_or_path, (str, os.PathLike)) or not os.fspath(name_or_path):
         return
     subfolder = from_pretrained_kwargs.get("subfolder") or ""
     hub_kwargs = {key: from_pretrained_kwargs[key] for key in HUB_KWARGS if key in from_pretrained_kwargs}
