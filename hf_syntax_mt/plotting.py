@@ -95,11 +95,13 @@ def _heatmap(matrix, tokens: Sequence[str], title: str, path, *, cmap="viridis",
         return _draw_heatmap(plt, matrix, tokens, title, path, cmap=cmap, labels=labels, value_format=value_format)
 
 
-def _save(fig, plt, path) -> Path:
+def _save(fig, plt, path, *, bbox_inches=None) -> Path:
+    """Lay out and write `fig` (120 dpi; `bbox_inches="tight"` grows the image to every label), then close it."""
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120, format=None if path.suffix else "png")  # a name without suffix: PNG, under that name
+    # a name without suffix: PNG, under that name
+    fig.savefig(path, dpi=120, format=None if path.suffix else "png", bbox_inches=bbox_inches)
     plt.close(fig)
     return path
 
@@ -228,7 +230,7 @@ def plot_forest(rows: Sequence[dict], path, *, title: str = "", xlabel: str = "Î
         ax.set_xlabel(xlabel)
         if title:
             ax.set_title(title, fontsize=9)
-        return _save(fig, plt, path)
+        return _save(fig, plt, path, bbox_inches="tight")  # the group headings start at the figure's edge
 
 
 __all__ = ["plot_attention", "plot_dependency_relations", "plot_forest", "plot_localized_mask", "sentence_features"]
