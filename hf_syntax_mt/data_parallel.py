@@ -6,7 +6,10 @@ train one model as the Trainer does under `torchrun`: DDP over gloo on localhost
 batch of `--per_device_train_batch_size` pairs, and each token-budget batch of `--max_tokens_per_batch`
 (`TokenBudgetBatchSampler(split_batches=True)`), between the processes, and the loss of a step is the mean over
 the target tokens of all processes (`token_share`), as one process computes it; so N processes give one
-process's losses (tests/test_data_parallel.py), only faster. Only process 0 prints and writes the outputs; the
+process's losses (tests/test_data_parallel.py), only faster. Two exceptions: the parse losses of the DBSA and
+self-parsing presets are weighted by target tokens too, not by their own arcs; and a fixed-size epoch's last,
+smaller batch is filled up with the epoch's first pairs (accelerate's `even_batches`) unless the number of
+training pairs is a multiple of the batch size. Only process 0 prints and writes the outputs; the
 others' output goes to log files that are shown if a process fails. Ctrl-C reaches every process (one process
 group): each saves its checkpoint after the same step, as one process does.
 
@@ -33,12 +36,13 @@ import threading
 import uuid
 from typing import Any, Callable, Optional
 
+from .syntax.trees import IGNORE_INDEX
+
 logger = logging.getLogger(__name__)
 
 PROCESSES_HELP = ("Train with N data-parallel CPU processes (torch elastic, gloo), one torch thread each (--threads "
                   "sets more per process); each batch (--per_device_train_batch_size / --max_tokens_per_batch) is "
                   "split between them, so the run trains on one process's batches. Default: one process")
-IGNORE_INDEX = -100
 
 
 def available_cores() -> int:
