@@ -27,6 +27,7 @@ def _format_scores(scores: dict) -> str:
 
 
 SELF_PARSING_SUFFIX = "@self"
+USE_HEADING = "## Use\n"
 
 
 def measured_name(preset: str, config: dict) -> str:
@@ -53,7 +54,7 @@ def _format_measured(preset: str, config: dict, languages: tuple) -> str:
     if not rows:
         return ""
     name = measured_name(preset, config)
-    lines = ["", f"### What `{name}` measured in the project's experiments", "",
+    lines = [f"## What `{name}` measured in the project's experiments", "",
              f"The same preset trained by the package's recipes (`benchmarks/recipes/`, recipe-size models: "
              "d_model 256, 3+3 layers), against the control it is judged by; from the summary of the package's "
              "`model_cards/RESULTS.md`:", "",
@@ -64,7 +65,7 @@ def _format_measured(preset: str, config: dict, languages: tuple) -> str:
         lines.append(f"| {r['recipe']} | {r['regime']} | `{r['control']}` | {evidence} | {r['delta']:+.2f} "
                      f"[{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}] | {r['verdict']} |")
     if any(r["scored_outside"] for r in rows) and EXTERNAL_PROVENANCE:
-        lines += ["", f"Held-out test: {EXTERNAL_PROVENANCE}"]
+        lines += ["", f"Held-out test rows: {EXTERNAL_PROVENANCE[0].lower()}{EXTERNAL_PROVENANCE[1:]}"]
     return "\n".join(lines)
 
 
@@ -137,7 +138,7 @@ def write_model_card(output_dir, *, preset: str = "", config: Optional[dict] = N
         "parser": parser or "none",
         "sizes": ", ".join(f"{k}={v}" for k, v in sizes.items() if v is not None),
         "syntax": _syntax_settings(config) or "none (absolute positions only)",
-        "scores": _format_scores(scores or {}) + _format_measured(preset, config, languages),
+        "scores": _format_scores(scores or {}),
         "model_id": model_id or str(output_dir),
         "example": json.dumps(EXAMPLE_SENTENCES.get(languages[0], example or "..."), ensure_ascii=False),
         "inference_note": with_package,
@@ -148,6 +149,10 @@ def write_model_card(output_dir, *, preset: str = "", config: Optional[dict] = N
     card = template
     for key, value in values.items():
         card = card.replace("{{" + key + "}}", str(value))
+    measured = _format_measured(preset, config, languages)
+    if measured:  # after the model's own scores, before how to use it
+        card = card.replace(USE_HEADING, f"{measured}\n\n{USE_HEADING}", 1) if USE_HEADING in card \
+            else f"{card.rstrip()}\n\n{measured}\n"
     path = Path(output_dir) / "README.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(card, encoding="utf-8")

@@ -85,10 +85,11 @@ def test_model_card_cites_the_preset_rows(tmp_path):
                             config={"dependency_relations": "labeled"}, languages=("ja", "en")).read_text()
     rows = measured_rows("transformer_dep_labeled_rel", {}, ("ja", "en"))
     assert rows and rows[0]["direction"] == "ja-en"
-    assert "### What `transformer_dep_labeled_rel` measured in the project's experiments" in card
+    assert "\n## What `transformer_dep_labeled_rel` measured in the project's experiments\n" in card
+    assert card.index("## Evaluation") < card.index("measured in the project's experiments") < card.index("## Use")
     for r in rows:
         assert f"| `{r['control']}` |" in card and f"{r['delta']:+.2f} [{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}]" in card
-    assert any(r["scored_outside"] for r in rows) and "Held-out test: " in card
+    assert any(r["scored_outside"] for r in rows) and "Held-out test rows: scored outside the project" in card
     own = measured_rows("transformer_dep_labeled_rel", {"self_parsing": True})
     assert own and {r["system"] for r in own} == {"transformer_dep_labeled_rel@self"}
     assert measured_rows("transformer_dep_labeled", {}, rows=[]) == []
