@@ -454,8 +454,20 @@ def cmd_plot(args) -> int:
 
 
 def cmd_train(args, rest) -> int:
+    """`training.main`, after the values of its known flags are checked here, so that a bad one gets the
+    short usage error (an unknown flag is left to `training.main`)."""
+    from transformers import HfArgumentParser
+
+    from .training import DataArguments, ModelArguments, SyntaxMTTrainingArguments
     from .training import main as train_main
 
+    if not (len(rest) == 1 and rest[0].endswith(".json")) and not {"-h", "--help"} & set(rest):
+
+        class TrainArgumentParser(ArgumentParser, HfArgumentParser):
+            pass
+
+        flags = TrainArgumentParser((ModelArguments, DataArguments, SyntaxMTTrainingArguments), prog="hf-syntax-mt train")
+        flags.parse_known_args(rest)
     return train_main(rest)
 
 
@@ -474,6 +486,23 @@ def cmd_demo(args) -> int:
     return 0
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """`argparse.ArgumentParser` whose usage error is two lines: a one-line usage (the arguments that must
+    be given) and the error, not the full usage of every option (`--help` lists those)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.short_usage()}\n{self.prog}: error: {message}\n")
+
+    def short_usage(self) -> str:
+        groups = [group for group in self._mutually_exclusive_groups if group.required]
+        grouped = {action for group in groups for action in group._group_actions}
+        needed = [action for action in self._actions
+                  if action.required or not action.option_strings or action in grouped]
+        formatter = argparse.HelpFormatter(self.prog, width=1_000_000)  # one line
+        formatter.add_usage(None, needed, groups, prefix="usage: ")
+        return formatter.format_help().strip() + " [options] (--help lists them)"
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1, or a usage error naming the value."""
     if not text.strip().isdigit() or int(text) < 1:
@@ -482,8 +511,8 @@ def positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hf-syntax-mt", description="Syntax-aware Transformer NMT")
-    subs = parser.add_subparsers(dest="command", required=True)
+    parser = ArgumentParser(prog="hf-syntax-mt", description="Syntax-aware Transformer NMT")
+    subs = parser.add_subparsers(dest="command", required=True)  # subcommands: the same ArgumentParser class
 
     p = subs.add_parser("translate", help="translate sentences (one a line) from FILE or stdin")
     p.add_argument("--model", required=True, help="model directory or hub id")
