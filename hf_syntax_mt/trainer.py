@@ -14,13 +14,15 @@ from typing import Optional
 
 import torch
 from torch.utils.data import DataLoader, SequentialSampler
-from transformers import Seq2SeqTrainer
+from transformers import LogitsProcessorList, Seq2SeqTrainer
 from transformers.modeling_utils import unwrap_model
 from transformers.trainer_optimizer import is_optimizer_factory
 from transformers.trainer_utils import seed_worker
 
 from .batching import TokenBudgetBatchSampler, pair_lengths
+from .budget import SaveLastCheckpointsCallback
 from .data_parallel import prepare_presplit, token_share
+from .length_cap import SourceLengthCapLogitsProcessor
 from .model_card import write_model_card
 from .tokenization import clear_call_state
 
@@ -47,6 +49,8 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
     def __init__(self, *args, model_card_info: Optional[dict] = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.model_card_info = model_card_info or {}
+        if getattr(self.args, "save_last_checkpoints", 0):
+            self.add_callback(SaveLastCheckpointsCallback(self.args.save_last_checkpoints, self.args.save_last_span))
         self._component_sums: dict[str, torch.Tensor] = {}  # on the device: read at log time, not every step
         self._component_counts: dict[str, int] = {}
 
@@ -173,6 +177,10 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
         generation_inputs = {k: v for k, v in inputs.items() if k not in ("labels", "target_heads", "decoder_input_ids")}
         if len(gen_kwargs) == 0 and hasattr(self, "_gen_kwargs"):
             gen_kwargs = {k: v for k, v in self._gen_kwargs.items() if v is not None}
+        cap_a, cap_b = getattr(self.args, "generation_max_length_a", 0), getattr(self.args, "generation_max_length_b", 0)
+        if (cap_a or cap_b) and "attention_mask" in generation_inputs:  # each sentence's own source-relative cap
+            gen_kwargs = {**gen_kwargs, "logits_processor": LogitsProcessorList([SourceLengthCapLogitsProcessor(
+                generation_inputs["attention_mask"], cap_a, cap_b, eos_token_id=self.model.config.eos_token_id)])}
         with torch.no_grad():
             generated = self.model.generate(**generation_inputs, **gen_kwargs)
             loss = None

@@ -74,6 +74,7 @@ from .pipeline import check_parser_installed, check_weights_files, model_locatio
 from .run_safety import check_checkpoint_files, locked_output_dir, resume_advice
 from .syntax import (SOURCE_SPACINGS, Annotator, PreParsedAnnotator, apply_source_spacing, detect_source_spacing,
                      load_annotator)
+from .fast_ops import use_huge_pages_for_large_tensors
 from .threads import THREADS_HELP, set_torch_threads
 from .tokenization import add_cjk_despacing, clear_call_state, train_joint_bpe_tokenizer
 from .trainer import SyntaxMTSeq2SeqTrainer, bleu_metric_fn
@@ -552,6 +553,7 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     for the run (`run_safety.locked_output_dir`): a second run into it raises `OutputDirInUseError`.
     """
     start = time.time()
+    use_huge_pages_for_large_tensors()  # before the model's first large tensor (hf_syntax_mt.fast_ops)
     _check_training_arguments(training_args, data_args)
     with locked_output_dir(training_args.output_dir, enabled=training_args.should_save):
         return _train(model_args, data_args, training_args, start, tokenizer=tokenizer, annotator=annotator,
@@ -640,7 +642,8 @@ def _train(model_args: ModelArguments, data_args: DataArguments, training_args, 
 def main(argv: Optional[list[str]] = None) -> int:
     """`hf-syntax-mt-train` / `training/train.py`: parse arguments (or one JSON file), train, print the
     metrics; returns the exit status. `--threads N` (else $HF_SYNTAX_MT_THREADS) sets torch's CPU threads
-    (`hf_syntax_mt.threads`). A user error (bad data, setting or parser: `ValueError`,
+    (`hf_syntax_mt.threads`); `--processes N` trains with N data-parallel CPU processes
+    (`hf_syntax_mt.data_parallel`). A user error (bad data, setting or parser: `ValueError`,
     `OSError`, `ImportError`) prints its message and returns 2; `--traceback` re-raises it instead.
     Ctrl-C / SIGTERM during training saves a checkpoint after the current step and returns 130 / 143
     (128 + the signal); Ctrl-C at any other time (or a second one) stops at once, also with 130."""

@@ -15,6 +15,8 @@ from transformers import Seq2SeqTrainingArguments
 from transformers.utils import is_torch_bf16_gpu_available, is_torch_cuda_available, is_torch_xla_available
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy, SchedulerType
 
+from .budget import last_checkpoint_steps
+from .length_cap import check_length_cap
 from .tokenization import SPECIAL_TOKENS
 from .training_progress import DEFAULT_WARMUP_STEPS
 
@@ -188,6 +190,20 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
         metadata={"help": "Peak learning rate of the syntax parameters as an absolute value (instead of "
                   "--syntax_lr_multiplier); default: --learning_rate"},
     )
+    generation_max_length_a: Optional[float] = field(
+        default=1.5,
+        metadata={"help": "In-training evaluation: each translation stops after floor(a * source tokens + b) subwords "
+                  "(hf_syntax_mt.length_cap, as fairseq's --max-len-a/b), besides --generation_max_length; 0 with "
+                  "--generation_max_length_b 0: no source-relative cap"},
+    )
+    generation_max_length_b: Optional[float] = field(default=10, metadata={"help": "The cap's b (see a)"})
+    save_last_checkpoints: int = field(
+        default=0,
+        metadata={"help": "Also save this many checkpoints evenly over the last --save_last_span of the budget "
+                  "(--max_steps; hf_syntax_mt.budget), so that averaging the last k averages trained models; "
+                  "with --lr_scheduler_type linear the learning rate decays to zero at the budget"},
+    )
+    save_last_span: float = field(default=0.25, metadata={"help": "Share of the budget --save_last_checkpoints covers"})
 
     def __post_init__(self):
         """The recipe saves and evaluates each epoch to keep the best checkpoint; when only one of
@@ -228,6 +244,10 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
             if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float))
                                      or not math.isfinite(rate) or rate < 0):
                 raise ValueError(f"--{name} {rate!r}: expected a finite number >= 0")
+        if self.generation_max_length_a or self.generation_max_length_b:
+            check_length_cap(self.generation_max_length_a, self.generation_max_length_b)
+        if self.save_last_checkpoints:
+            last_checkpoint_steps(max(self.max_steps, 1), self.save_last_checkpoints, self.save_last_span)
         if self.syntax_lr_multiplier is not None and self.syntax_learning_rate is not None:
             raise ValueError("--syntax_lr_multiplier and --syntax_learning_rate both set the syntax parameters' "
                              "learning rate: give one of them")

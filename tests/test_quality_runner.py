@@ -1473,3 +1473,22 @@ def test_stop_training_after_epoch_takes_a_positive_epoch(value, capsys):
         quality.build_parser_cli().parse_args(["run", "--recipe", "r.json", "--stop-training-after-epoch", value])
     assert stop.value.code == 2
     assert f"argument --stop-training-after-epoch: expected an integer >= 1, got '{value}'" in capsys.readouterr().err
+
+
+def test_runner_trains_with_data_parallel_processes_as_with_one(setup, tmp_path):
+    """`run --processes 2`: two one-thread processes train the recipe's batches (split between them) and the run
+    is finished as a one-process run is (its model read back from the run dir); same losses and translations."""
+    root, data, recipe_path, _ = setup
+    results = {}
+    for processes in (1, 2):
+        common = ["--recipe", str(recipe_path), "--runs-dir", str(tmp_path / f"runs{processes}"),
+                  "--results-dir", str(tmp_path / f"results{processes}")]
+        (results[processes],) = quality.main(["run", *common, "--presets", "transformer_abs", "--seeds", "1",
+                                              "--max-steps", "4", "--threads", "1", "--processes", str(processes)])
+    one, two = results[1], results[2]
+    assert (one["processes"], two["processes"], two["threads"]) == (1, 2, 1)
+    assert two["training_processes"][0]["processes"] == 2
+    assert two["steps"] == one["steps"] == 4 and two["epochs"] == one["epochs"]
+    assert two["final_train_loss"] == pytest.approx(one["final_train_loss"], abs=2e-3)
+    assert two["dev_greedy_bleu_trainer"] == pytest.approx(two["dev_greedy_bleu_direct"], abs=0.01)
+    assert two["dev"]["sentences"] == one["dev"]["sentences"] == 6

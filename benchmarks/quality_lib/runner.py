@@ -10,8 +10,9 @@ import os
 import platform
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from transformers import TrainerCallback
 
@@ -115,6 +116,10 @@ def warn_if_eval_order_differs(trainer_bleu: Optional[float], direct_bleu: float
     ASCII ones)."""
     if trainer_bleu is None or abs(trainer_bleu - direct_bleu) <= 0.01:
         return
+    if validation is None:  # trained in other processes (--processes): their features did not come back
+        logger.warning("Trainer %s BLEU %.2f != direct greedy generate %.2f: check the eval order and the references",
+                       split, trainer_bleu, direct_bleu)
+        return
     labels = [list(ids) for ids in validation["labels"]]  # a datasets Column reads as a list of lists
     truncated = sum(len(ids) >= limit for ids in labels)
     read_back = tokenizer.batch_decode(labels, skip_special_tokens=True)
@@ -144,9 +149,6 @@ class RunInterrupted(Exception):
 def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Optional[str] = None) -> dict:
     """Train one (preset, seed) with the recipe (from its last checkpoint, if any), then translate dev with the
     final beam. `continued_from`: the archived result of the same run, stopped earlier before its schedule ended."""
-    import torch
-
-    from hf_syntax_mt.training import train
     from transformers.trainer_utils import get_last_checkpoint
 
     recipe = corpus.recipe
@@ -170,26 +172,24 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
     logger.info("training %s seed %d on %s -> %s", preset, seed, recipe["name"], run_dir)
     start = time.time()
     callbacks, deadline = training_callbacks(recipe, args)
-    result = train(model_args, data_args, training_args, tokenizer=tokenizer, annotator=annotator,
-                   target_annotator=target_annotator, raw_datasets=corpus.raw_datasets(),
-                   callbacks=callbacks or None, command=command)
-    processes = record_training_process(run_dir, start, resumed_step, result.trainer.state.global_step, args)
-    if result.interrupted_by is not None:  # Ctrl-C / SIGTERM: a checkpoint was saved; no result for a partial run
-        raise RunInterrupted(result.interrupted_by, preset, seed, run_dir)
-    trainer, metrics = result.trainer, result.metrics
-    model = trainer.model.float()
-    state = trainer.state
-    train_tokens = sum(len(x) for x in result.datasets["train"]["input_ids"]) + \
-        sum(len(x) for x in result.datasets["train"]["labels"])
-    steps_per_epoch = len(trainer.get_train_dataloader())  # fixed-size or token-budget batches
-    epochs_done = state.global_step / steps_per_epoch
-    epochs_this_process = (state.global_step - resumed_step) / steps_per_epoch
+    trained = train_run(corpus, args, model_args, data_args, training_args, annotator, target_annotator,
+                        callbacks, command)
+    processes = record_training_process(run_dir, start, resumed_step, trained.global_step, args)
+    if trained.interrupted_by is not None:  # Ctrl-C / SIGTERM: a checkpoint was saved; no result for a partial run
+        raise RunInterrupted(trained.interrupted_by, preset, seed, run_dir)
+    metrics, model = trained.metrics, trained.model
+    steps_per_epoch = trained.steps_per_epoch  # fixed-size or token-budget batches
+    epochs_done = trained.global_step / steps_per_epoch
+    epochs_this_process = (trained.global_step - resumed_step) / steps_per_epoch
+    stopped_after_epoch = deadline.stopped_after_epoch if deadline else None
+    if deadline and trained.processes > 1 and trained.global_step < training_args.max_steps:  # the callback ran there
+        stopped_after_epoch = round(epochs_done)
     selection = corpus.selection_split
     direct_greedy = direct_greedy_score(model, tokenizer, corpus)
     # The check above runs the model as the Trainer evaluated it: with `--bf16`/"bf16" accelerate wraps
     # `forward` in bf16 autocast. The final decode runs it as users load it (fp32, no wrapper), the
     # same as `--evaluate-only` on the saved run.
-    model = trainer.accelerator.unwrap_model(model, keep_fp32_wrapper=False)
+    model = trained.unwrapped_model
     record_parser(model, corpus, run_dir)
     parse_accuracy = parse_head_accuracy(model, dev_feature_batches(corpus, model, tokenizer))
     prefix = result_path.with_suffix("")
@@ -197,7 +197,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
     evals = evaluate_sets(model, tokenizer, corpus, {**splits, **parse_extra_evals(args.extra_eval)}, prefix,
                           recipe["final_num_beams"])
     blind = translate_blind(model, tokenizer, corpus, prefix)
-    history = evaluation_history(state)
+    history = evaluation_history(trained.log_history)
     out = {
         "preset": preset, "variant_of": base_preset if base_preset != preset else None,
         "seed": seed, "corpus": recipe["corpus"], "recipe": recipe["name"],
@@ -208,17 +208,18 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
                                                               if recipe["training"].get(k) != v},
         "train_pairs": len(corpus.texts["train"][0]),
         "parameters": sum(p.numel() for p in model.parameters()),
-        "steps": state.global_step, "epochs": round(epochs_done, 2),
+        "steps": trained.global_step, "epochs": round(epochs_done, 2),
         "planned_epochs": training.get("num_train_epochs"),
-        "stopped_by_deadline_after_epoch": deadline.stopped_after_epoch if deadline else None,
-        "best_checkpoint": os.path.basename(state.best_model_checkpoint or "") or None,
+        "stopped_by_deadline_after_epoch": stopped_after_epoch,
+        "best_checkpoint": os.path.basename(trained.best_model_checkpoint or "") or None,
         "resumed_from_step": resumed_step or None,  # then runtime and tokens/s cover this process only
         "training_processes": processes,  # every process that trained the run: its steps, wall time and machine
         "training_wall_seconds_all_processes": round(sum(p["wall_seconds"] for p in processes), 1),
         "continued_from": continued_from,
         "train_runtime_seconds": round(metrics.get("train_runtime", 0.0), 1),
         "wall_time_seconds": round(time.time() - start, 1),  # up to the selected model's translations
-        "train_tokens_per_second": round(train_tokens * epochs_this_process / max(metrics.get("train_runtime", 1e-9), 1e-9)),
+        "train_tokens_per_second": round(trained.train_tokens * epochs_this_process
+                                         / max(metrics.get("train_runtime", 1e-9), 1e-9)),
         "final_train_loss": metrics.get("train_loss"),
         # the Trainer's greedy evaluations are on the selection split: "tune_..." or "dev_..."
         "selection_split": selection,
@@ -230,10 +231,11 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
         "dev": evals.pop("dev"), "tune": evals.pop("tune", None), "extra": evals, "test": blind,
         "averaged_checkpoints": None, "dev_averaged": None, "tune_averaged": None, "extra_averaged": None,
         "test_averaged": None,  # filled by add_averaged_model below
-        "bf16": bool(training.get("bf16")), "threads": torch.get_num_threads(), "device": device_description(args.device),
+        "bf16": bool(training.get("bf16")), "threads": trained.threads, "processes": trained.processes,
+        "device": device_description(args.device),
         "git_commit": _git_commit(), "run_dir": str(run_dir), "command": command,
     }
-    warn_if_eval_order_differs(metrics.get("eval_bleu"), direct_greedy["bleu"], result.datasets["validation"],
+    warn_if_eval_order_differs(metrics.get("eval_bleu"), direct_greedy["bleu"], trained.validation,
                                recipe["max_target_length"], tokenizer,
                                corpus.texts[selection][1][: recipe.get("eval_sentences")], selection)
     write_result(result_path, out)  # the selected model's figures are kept even if the averaging is cut off
@@ -242,6 +244,54 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
     logger.info("wrote %s: dev BLEU %.2f (beam %d)%s", result_path, out["dev"]["bleu"], recipe["final_num_beams"],
                 f", averaged model {out['dev_averaged']['bleu']:.2f}" if out["dev_averaged"] else "")
     return out
+
+
+@dataclass
+class TrainedRun:
+    """What a run's training left, from one process (`train`) or from `--processes N` (`train_in_processes`)."""
+    model: Any  # fp32, as the Trainer evaluated it (bf16 autocast wrapper kept)
+    unwrapped_model: Any  # fp32, as users load it
+    metrics: dict
+    global_step: int
+    steps_per_epoch: int
+    train_tokens: int  # source + target subwords of the training set
+    log_history: list
+    best_model_checkpoint: Optional[str]
+    interrupted_by: Optional[int]
+    validation: Any  # the evaluated features (None from other processes: then only the check's warning is shorter)
+    processes: int
+    threads: int
+
+
+def train_run(corpus: Corpus, args, model_args, data_args, training_args, annotator, target_annotator, callbacks,
+              command) -> TrainedRun:
+    """Train in this process, or with `--processes N` in N data-parallel processes of one thread each
+    (`hf_syntax_mt.data_parallel`, on the same batches), whose model is read back from the run dir."""
+    import torch
+
+    from hf_syntax_mt.training import train
+
+    kwargs = dict(tokenizer=corpus.tokenizer, annotator=annotator, target_annotator=target_annotator,
+                  raw_datasets=corpus.raw_datasets(), callbacks=callbacks or None, command=command)
+    processes = getattr(args, "processes", 1) or 1
+    if processes == 1:
+        result = train(model_args, data_args, training_args, **kwargs)
+        trainer, features = result.trainer, result.datasets["train"]
+        model = trainer.model.float()
+        return TrainedRun(model, trainer.accelerator.unwrap_model(model, keep_fp32_wrapper=False), result.metrics,
+                          trainer.state.global_step, len(trainer.get_train_dataloader()),
+                          sum(map(len, features["input_ids"])) + sum(map(len, features["labels"])),
+                          trainer.state.log_history, trainer.state.best_model_checkpoint, result.interrupted_by,
+                          result.datasets["validation"], 1, torch.get_num_threads())
+    from hf_syntax_mt.data_parallel import train_in_processes
+
+    summary = train_in_processes(processes, model_args, data_args, training_args, threads=1, **kwargs)
+    model = None
+    if summary["interrupted_by"] is None:
+        model, _ = load_saved_model(Path(training_args.output_dir), corpus, args.device)
+    return TrainedRun(model, model, summary["metrics"], summary["global_step"], summary["steps_per_epoch"],
+                      summary["train_tokens"], summary["log_history"], summary["best_model_checkpoint"],
+                      summary["interrupted_by"], None, summary["processes"], summary["threads"])
 
 
 def training_callbacks(recipe: dict, args) -> tuple[list, Optional[TrainingDeadline]]:
@@ -268,10 +318,11 @@ def direct_greedy_score(model, tokenizer, corpus: Corpus) -> dict:
     return score(greedy, references[:count], recipe["bleu_tokenize"])
 
 
-def evaluation_history(state) -> list[dict]:
-    """The Trainer's greedy evaluations during training: epoch, step, BLEU and chrF of each."""
+def evaluation_history(log_history: list) -> list[dict]:
+    """The Trainer's greedy evaluations during training (its `state.log_history`): epoch, step, BLEU and chrF of
+    each."""
     return [{"epoch": round(h["epoch"], 2), "step": h["step"], "bleu": h["eval_bleu"], "chrf": h.get("eval_chrf")}
-            for h in state.log_history if "eval_bleu" in h]
+            for h in log_history if "eval_bleu" in h]
 
 
 def record_training_process(run_dir: Path, start: float, from_step: int, to_step: int, args) -> list[dict]:
@@ -283,6 +334,7 @@ def record_training_process(run_dir: Path, start: float, from_step: int, to_step
     path = run_dir / "training_processes.jsonl"
     record = {"started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(start)), "from_step": from_step,
               "to_step": to_step, "wall_seconds": round(time.time() - start, 1), "threads": torch.get_num_threads(),
+              "processes": getattr(args, "processes", 1) or 1,
               "device": device_description(args.device), "git_commit": _git_commit()}
     with path.open("a", encoding="utf-8") as f:
         f.write(json.dumps(record) + "\n")
@@ -385,7 +437,7 @@ def evaluate_averaged(corpus: Corpus, run_dir: Path, splits: dict, prefix: Path,
     except ValueError as error:
         raise ValueError(f"recipe {corpus.recipe['name']}: average_last_k={k}: {error}; lower average_last_k or "
                          "save more checkpoints (a longer run or more frequent saves)") from None
-    folder = average_checkpoints(checkpoints, run_dir / AVERAGED_DIR)
+    folder = average_checkpoints(checkpoints, run_dir / AVERAGED_DIR, overwrite=True)  # the run's own, redone
     logger.info("averaged %s -> %s", ", ".join(p.name for p in checkpoints), folder)
     model, tokenizer = load_saved_model(folder, corpus, device)
     record_parser(model, corpus, folder)
