@@ -17,8 +17,8 @@ written so far, saying how many (exit status 128 + the signal). `--reference FIL
 chrF at the end. Pre-parsed input: `--conllu FILE [--trees FILE]`, one CoNLL-U sentence (and bracketed
 tree) per input line that is not blank, in order (as `annotate` writes them); a sentence there that is
 not one tree, or whose text, words or tree leaves are not its line's, fails its line alone, named by its
-number in the file. A user error (a bad option, file or model) prints one line and exits with status 2,
-in every command.
+number in the file. A user error (a bad file or model) prints one line and exits with status 2, in every
+command; a bad option prints a one-line usage and the error (`--help` lists every option).
 """
 
 from __future__ import annotations
