@@ -1,11 +1,11 @@
 """What the syntax buys: a resumable dev-BLEU runner over presets × seeds, and its summary.
 
     python benchmarks/quality.py parse   --recipe R                  # parse caches + alignment check
-    python benchmarks/quality.py run     --recipe R --presets A,B --seeds 1,2,3 [--extra-eval name=src,tgt]
+    python benchmarks/quality.py run     --recipe R --presets A,B --seeds 1,2,3 [--extra-eval name=src,tgt] [--processes 2]
     python benchmarks/quality.py run     --recipe R --evaluate-only RUN_DIR_OR_CHECKPOINT --extra-eval ...
     python benchmarks/quality.py blind   --recipe R [--presets A,B --seeds 1,2]   # missing blind translations (selected, averaged)
-    python benchmarks/quality.py summary --recipe R [--recipe R2 ...]   # model_cards/RESULTS.md + PNG (other recipes kept),
-                                                                     # its summary and the README's preset table
+    python benchmarks/quality.py summary [--recipe R ...]   # model_cards/RESULTS.md + PNG (other recipes kept; default:
+                                                         # every recipe it holds), its summary, the README's preset table
     python benchmarks/quality.py carry   --recipe R [--recipe R2 ...] --to DIR   # data, parses, tokenizer for a bare machine
 
 A recipe (`benchmarks/recipes/*.json`, one per corpus and direction) fixes the data, the parsers,
@@ -81,7 +81,7 @@ from hf_syntax_mt.cli import positive_int
 from quality_lib.carry import carry_command
 from quality_lib.recipes import REPO
 from quality_lib.runner import RunInterrupted, blind_command, parse_command, run
-from quality_lib.summary import RESULTS_MD, summary
+from quality_lib.summary import RECIPES_DIR, RESULTS_MD, summary
 
 DEFAULT_RUNS = Path(os.environ.get("HF_SYNTAX_MT_RUNS", REPO / "runs" / "quality"))  # gitignored
 DEFAULT_RESULTS = REPO / "benchmarks" / "results"
@@ -110,7 +110,10 @@ def build_parser_cli() -> argparse.ArgumentParser:
                        help="bf16 autocast for training, or fp32 with --no-bf16 (default: the recipe's setting); "
                             "a CPU without native bf16 (AVX512-BF16 / AMX) runs autocast far slower than fp32")
     p_run.add_argument("--max-steps", type=int, default=None, help="Stop after N steps (probes)")
-    p_run.add_argument("--threads", type=int, default=2, help="torch threads")
+    p_run.add_argument("--threads", type=int, default=2, help="torch threads (with --processes: of the translations)")
+    p_run.add_argument("--processes", type=positive_int, default=1,
+                       help="Train with N data-parallel CPU processes of one thread each on the recipe's batches "
+                            "(hf_syntax_mt.data_parallel; faster than N threads on a multi-core CPU)")
     p_run.add_argument("--stop-training-by", type=float, default=None, metavar="UNIX_TIME",
                        help="End training at the last epoch that ends before this time (a lent machine's limit), "
                             "then finish the run as usual; the result records the epoch it stopped after")
@@ -134,7 +137,12 @@ def build_parser_cli() -> argparse.ArgumentParser:
     p_blind.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="Translate on the CPU or the GPU")
     p_parse = sub.add_parser("parse", parents=[common], help="Fill the parse caches and check the alignment")
     p_parse.set_defaults()
-    p_sum = sub.add_parser("summary", parents=[common], help="Write model_cards/RESULTS.md and the bar charts")
+    p_sum = sub.add_parser("summary", help="Write model_cards/RESULTS.md and the bar charts")
+    p_sum.add_argument("--recipe", action="append", default=None,
+                       help="Recipe JSON (repeatable; default: the recipes whose sections --output holds, in "
+                            f"{os.path.relpath(RECIPES_DIR, REPO)}/)")
+    p_sum.add_argument("--runs-dir", type=Path, default=DEFAULT_RUNS, help="Not used by summary (accepted with the others)")
+    p_sum.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS, help="Result JSON + hypotheses")
     p_sum.add_argument("--output", type=Path, default=RESULTS_MD)
     p_sum.add_argument("--readme", type=Path, default=None,
                        help="README whose findings markers get the \"which preset\" table (default: the repository's "

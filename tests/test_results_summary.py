@@ -109,3 +109,20 @@ def test_write_section_at_top_and_refusal_without_markers(tmp_path):
     with pytest.raises(ValueError, match="no <!-- findings:begin -->"):
         results_md.write_section(readme, "findings", "table", create=False)
     assert readme.read_text() == "# x\n"
+
+
+def test_summary_without_recipes_regenerates_the_sections_the_file_holds(tmp_path, monkeypatch):
+    """`quality.py summary` alone: the recipes of the sections in --output; a section without a recipe file is named."""
+    import quality
+    from quality_lib import summary
+
+    written = []
+    monkeypatch.setattr(summary, "summarize_recipe", lambda recipe, *a: written.append(recipe["name"]) or "table")
+    monkeypatch.setattr(summary, "write_findings", lambda args: None)
+    output = tmp_path / "RESULTS.md"
+    output.write_text("# Results\n\n" + results_md.marked("quality:kftt.ja-en", "old") + "\n", encoding="utf-8")
+    quality.main(["summary", "--output", str(output)])
+    assert written == ["kftt.ja-en"] and "table" in output.read_text()
+    output.write_text("# Results\n\n" + results_md.marked("quality:no.such-recipe", "old") + "\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="give --recipe .*no.such-recipe.json"):
+        quality.main(["summary", "--output", str(output)])

@@ -16,6 +16,7 @@ from .recipes import (
 )
 
 RESULTS_MD = REPO / "model_cards" / "RESULTS.md"
+RECIPES_DIR = REPO / "benchmarks" / "recipes"
 BOOTSTRAP_SAMPLES = 1000
 
 
@@ -632,6 +633,12 @@ def summary(args) -> str:
     README's "which preset" table and the package's `measured_results.py` that model cards cite."""
     old = args.output.read_text(encoding="utf-8") if args.output.is_file() else ""
     parts = {name: text for text, name in RECIPE_PART.findall(old)}  # the file's recipes, in its order
+    if not args.recipe:
+        args.recipe = [RECIPES_DIR / f"{name}.json" for name in parts]
+        missing = [str(path) for path in args.recipe if not path.is_file()]
+        if not args.recipe or missing:
+            raise SystemExit(f"summary: give --recipe (no recipe file for the sections of {args.output}: "
+                             f"{', '.join(missing) or 'it has none'})")
     for recipe_file in args.recipe:
         recipe = load_recipe(recipe_file)
         parts[recipe["name"]] = marked(f"quality:{recipe['name']}",
