@@ -48,15 +48,16 @@ def test_in_training_generation_stops_at_the_source_relative_cap():
     """A model that never ends a sentence: the Trainer's evaluation generations stop at floor(a * n + b)."""
     out = scratch_dir("cap")
     model_args, data_args, training_args = tiny_args(out, max_steps=1, eval_strategy="no", save_strategy="no",
-                                                     load_best_model_at_end=False, generation_max_length_a=0.5,
-                                                     generation_max_length_b=1.0, generation_max_length=12)
+                                                     load_best_model_at_end=False, generation_max_length_a=0.25,
+                                                     generation_max_length_b=1.0, generation_max_length=30)
     result = train(model_args, data_args, training_args)
     trainer, model = result.trainer, result.trainer.model
     with torch.no_grad():
         model.final_logits_bias[0, model.config.eos_token_id] = -1e4  # never chooses </s> by itself
     batch = next(iter(trainer.get_eval_dataloader()))
     _, generated, _ = trainer.prediction_step(model, batch, prediction_loss_only=False)
-    caps = torch.floor(batch["attention_mask"].sum(-1) * 0.5 + 1.0).long()
+    caps = torch.floor(batch["attention_mask"].sum(-1) * 0.25 + 1.0).long()
+    assert caps.max() + 2 < 30  # the cap, not generation_max_length, ends these translations
     pad = model.config.pad_token_id
     for row, cap in zip(generated, caps):
         tokens = row[1:][row[1:] != pad]  # after the decoder start, without the padding of the batch
@@ -73,5 +74,8 @@ def test_budget_recipe_loads_and_keeps_the_six_epoch_recipe_as_it_was():
     assert budget["training"]["save_last_checkpoints"] == budget["average_last_k"]
     assert budget["variants"]["transformer_abs@2B"]["training"]["max_steps"] == 2 * 6 * 1058
     assert old["training"]["lr_scheduler_type"] == "inverse_sqrt" and "length_cap" not in old
-    for key in ("data", "model", "train_sample", "source_parser", "vocab_size", "max_source_length"):
+    for key in ("data", "train_sample", "source_parser", "vocab_size", "max_source_length"):
         assert budget[key] == old[key], key
+    attention = {"attn_implementation"}  # the budget recipe's is the one measured faster on the CPU it trains on
+    assert {k: v for k, v in budget["model"].items() if k not in attention} == \
+        {k: v for k, v in old["model"].items() if k not in attention}
