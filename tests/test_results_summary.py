@@ -62,6 +62,9 @@ def test_held_out_rows_are_the_external_file_and_marked_as_scored_outside():
     assert measured_results.EXTERNAL_PROVENANCE == external["provenance"]
     assert "scored outside the project on kftt's held-out test references" in external["provenance"].lower()
     assert f"{findings.TEST_MARK} {external['provenance']}" in section(RESULTS_MD, "findings")
+    (score,) = external["scores"]
+    assert (f"`{score['system']}` on {external['recipe']}'s held-out test: {score['bleu_mean']:.2f} ± "
+            f"{score['bleu_std']:.2f} BLEU (seeds 1,2,3).") in section(RESULTS_MD, "findings")
     assert (RESULTS_MD.parent / findings.FOREST_PLOT).is_file()
 
 

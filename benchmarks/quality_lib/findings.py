@@ -119,7 +119,7 @@ def recipe_rows(recipe: dict, results_dir: Path, external: dict) -> list[dict]:
             figure = outside[(system, control)]
             row.update(evidence=external["split"], scored_outside=True, seeds=figure["seeds"],
                        sentences=external.get("sentences"), delta=figure["delta"], ci95=list(figure["ci95"]),
-                       p_value=None)
+                       p_value=None, averaged=figure.get("averaged"))
         else:
             t = compare_runs(stats, system, control, recipe["bleu_tokenize"])
             row.update(evidence="dev", scored_outside=False, seeds=t["seeds"], sentences=runs[0]["dev"]["sentences"],
@@ -170,7 +170,13 @@ def strongest(rows: list[dict]) -> dict:
 
 
 def fmt_delta(row: dict) -> str:
-    return f"{row['delta']:+.2f} [{row['ci95'][0]:+.2f}, {row['ci95'][1]:+.2f}]"
+    """Δ [95% CI], and the averaged models' figure where the external scores give one."""
+    text = f"{row['delta']:+.2f} [{row['ci95'][0]:+.2f}, {row['ci95'][1]:+.2f}]"
+    averaged = row.get("averaged")
+    if averaged:
+        ci = f" [{averaged['ci95'][0]:+.2f}, {averaged['ci95'][1]:+.2f}]" if "ci95" in averaged else ""
+        text += f" (averaged models {averaged['delta']:+.2f}{ci})"
+    return text
 
 
 def evidence_text(row: dict) -> str:
@@ -206,7 +212,9 @@ def collect(recipe_files: list[Path], results_dir: Path) -> dict:
             **{key: compact_regimes([r for r in mine if r["verdict"] == name]) for key, name in VERDICTS.items()},
             "train_cost_x_abs": cost_text(best["system"], speed, rows),
         })
-    return {"rows": rows, "methods": methods, "external_provenance": external.get("provenance", "")}
+    return {"rows": rows, "methods": methods, "external_provenance": external.get("provenance", ""),
+            "external_scores": [dict(score, recipe=external["recipe"], split=external["split"])
+                                for score in external.get("scores", [])]}
 
 
 def _short(regime_text: str) -> str:
@@ -228,7 +236,10 @@ def which_preset_lines(findings: dict) -> list[str]:
 
 
 def table_notes(findings: dict) -> list[str]:
-    return [f"{TEST_MARK} {findings['external_provenance']}" if findings["external_provenance"] else "",
+    scores = "".join(f" `{s['system']}` on {s['recipe']}'s held-out {s['split']}: {s['bleu_mean']:.2f} ± "
+                     f"{s['bleu_std']:.2f} BLEU (seeds {','.join(map(str, s['seeds']))})."
+                     for s in findings.get("external_scores", []))
+    return [f"{TEST_MARK} {findings['external_provenance']}{scores}" if findings["external_provenance"] else "",
             "Dev: paired bootstrap (1,000 samples) of the selected checkpoints' dev translations on the seeds both "
             "have run, as in each corpus's table below. Pays / hurts: the 95% interval lies above / below zero. "
             "Train step ×abs: `benchmarks/speed.py`'s training step time against `transformer_abs` over n = 32–512 "
