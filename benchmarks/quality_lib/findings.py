@@ -71,7 +71,8 @@ def compact_regimes(rows: list[dict]) -> str:
     sizes: dict[str, list[int]] = {}
     for r in rows:
         sizes.setdefault(r["regime"].split(",")[0], []).append(r["train_pairs"])
-    return "; ".join(f"{name} {'/'.join(f'{n / 1000:g}k' for n in sorted(set(ns)))}" for name, ns in sizes.items()) or "–"
+    entries = [f"{name} {'/'.join(f'{n / 1000:g}k' for n in sorted(set(ns)))}" for name, ns in sizes.items()]
+    return "; ".join(entries) or "–"
 
 
 def load_external(results_dir: Path) -> dict:
@@ -113,17 +114,18 @@ def recipe_rows(recipe: dict, results_dir: Path, external: dict) -> list[dict]:
     for method, (system, control) in chosen:
         row = {"method": method.name, "paper": method.paper, "system": system, "control": control,
                "recipe": recipe["name"], "direction": f"{recipe['source_lang']}-{recipe['target_lang']}",
-               "train_pairs": train_pairs(recipe, by_preset[system][0]), "cost_ratio": tokens_per_second_ratio(by_preset, system)}
+               "train_pairs": train_pairs(recipe, by_preset[system][0]),
+               "cost_ratio": tokens_per_second_ratio(by_preset, system)}
         row["regime"] = regime(recipe, row["train_pairs"])
         if (system, control) in outside:
             figure = outside[(system, control)]
             row.update(evidence=external["split"], scored_outside=True, seeds=figure["seeds"],
                        sentences=external.get("sentences"), delta=figure["delta"], ci95=list(figure["ci95"]),
-                       p_value=None, averaged=figure.get("averaged"))
+                       averaged=figure.get("averaged"))
         else:
             t = compare_runs(stats, system, control, recipe["bleu_tokenize"])
             row.update(evidence="dev", scored_outside=False, seeds=t["seeds"], sentences=runs[0]["dev"]["sentences"],
-                       delta=round(t["delta"], 2), ci95=[round(x, 2) for x in t["ci95"]], p_value=round(t["p_value"], 3))
+                       delta=round(t["delta"], 2), ci95=[round(x, 2) for x in t["ci95"]])
         row["verdict"] = verdict(row["ci95"])
         rows.append(row)
     return rows
@@ -192,7 +194,8 @@ def has_runs(recipe_file: Path, results_dir: Path) -> bool:
 
 
 def collect(recipe_files: list[Path], results_dir: Path) -> dict:
-    """Every recipe's rows (in `recipe_files`' order), the per-method summary and the provenance."""
+    """The rows of every recipe with runs (by method, then the held-out test first, corpus and training size), the
+    per-method summary, and the provenance and scores of the external file."""
     external = load_external(results_dir)
     order = [m.name for m in METHODS]
     with_runs = [path for path in recipe_files if has_runs(path, results_dir)]
@@ -208,7 +211,8 @@ def collect(recipe_files: list[Path], results_dir: Path) -> dict:
         best = strongest(mine)
         methods.append({
             "method": method.name, "paper": method.paper, "system": best["system"], "control": best["control"],
-            "strongest": {k: best[k] for k in ("recipe", "regime", "evidence", "scored_outside", "seeds", "delta", "ci95")},
+            "strongest": {k: best[k] for k in ("recipe", "regime", "evidence", "scored_outside", "seeds", "delta",
+                                               "ci95")},
             **{key: compact_regimes([r for r in mine if r["verdict"] == name]) for key, name in VERDICTS.items()},
             "train_cost_x_abs": cost_text(best["system"], speed, rows),
         })
@@ -223,12 +227,13 @@ def _short(regime_text: str) -> str:
 
 def which_preset_lines(findings: dict) -> list[str]:
     """The "which preset" table: one line per method."""
-    lines = ["| method (preset) | paper | control | Δ BLEU [95% CI], strongest evidence | pays | no clear difference | "
-             "hurts | train step ×abs |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| method (preset) | paper | control | Δ BLEU [95% CI], strongest evidence | pays | "
+             "no clear difference | hurts | train step ×abs |", "|---|---|---|---|---|---|---|---|"]
     for m in findings["methods"]:
         s = m["strongest"]
         cells = [f"{m['method']} (`{m['system']}`)", m["paper"], f"`{m['control']}`",
-                 f"{s['delta']:+.2f} [{s['ci95'][0]:+.2f}, {s['ci95'][1]:+.2f}] ({evidence_text(s)}, {_short(s['regime'])})"]
+                 f"{s['delta']:+.2f} [{s['ci95'][0]:+.2f}, {s['ci95'][1]:+.2f}] "
+                 f"({evidence_text(s)}, {_short(s['regime'])})"]
         cells += [m[key] for key in VERDICTS]
         cells.append(m["train_cost_x_abs"])
         lines.append("| " + " | ".join(cells) + " |")
@@ -249,7 +254,8 @@ def table_notes(findings: dict) -> list[str]:
 
 def row_lines(findings: dict) -> list[str]:
     """Every method × corpus row (the forest plot's rows)."""
-    lines = ["| method | system − control | regime | evidence | Δ BLEU [95% CI] | verdict |", "|---|---|---|---|---|---|"]
+    lines = ["| method | system − control | regime | evidence | Δ BLEU [95% CI] | verdict |",
+             "|---|---|---|---|---|---|"]
     for r in findings["rows"]:
         lines.append(f"| {r['method']} | `{r['system']}` − `{r['control']}` | {r['regime']} | {evidence_text(r)} | "
                      f"{fmt_delta(r)} | {r['verdict']} |")
@@ -266,7 +272,8 @@ def forest_rows(findings: dict) -> list[dict]:
     for r in findings["rows"]:
         heads.setdefault(r["method"], pair(r))
     return [{"group": f"{r['method']}: {heads[r['method']]}", "delta": r["delta"], "ci95": r["ci95"],
-             "label": f"{r['regime'].split(',')[0]} {r['train_pairs'] / 1000:g}k ({'test' if r['scored_outside'] else 'dev'})"
+             "label": f"{r['regime'].split(',')[0]} {r['train_pairs'] / 1000:g}k "
+                      f"({'test' if r['scored_outside'] else 'dev'})"
                       + ("" if pair(r) == heads[r["method"]] else f", {pair(r)}"),
              "highlight": r["scored_outside"]} for r in findings["rows"]]
 
@@ -297,8 +304,9 @@ def readme_section(findings: dict) -> str:
 
 def write_measured_results(findings: dict, path: Path) -> Path:
     """The rows as a Python module in the package, for the model card (`hf_syntax_mt.model_card`)."""
-    rows = [{k: r[k] for k in ("method", "paper", "system", "control", "recipe", "direction", "regime", "train_pairs", "evidence",
-                               "scored_outside", "seeds", "delta", "ci95", "verdict")} for r in findings["rows"]]
+    keys = ("method", "paper", "system", "control", "recipe", "direction", "regime", "train_pairs", "evidence",
+            "scored_outside", "seeds", "delta", "ci95", "verdict")
+    rows = [{k: r[k] for k in keys} for r in findings["rows"]]
     text = ('"""What each preset measured in this project (the summary of model_cards/RESULTS.md): generated by '
             '`python benchmarks/quality.py summary`, do not edit."""\n\n'
             f"EXTERNAL_PROVENANCE = {findings['external_provenance']!r}\n\n"
