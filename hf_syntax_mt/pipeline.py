@@ -35,6 +35,7 @@ from transformers.pipelines import PIPELINE_REGISTRY
 
 from .data import SyntaxFeatureProcessor
 from .length_cap import SourceLengthCapLogitsProcessor, check_length_cap
+from .model_files import check_model_files
 from .modeling_syntax_mt import DamagedModelFileError, check_weights_files
 from .syntax import Annotation, Annotator, load_annotator, locate_words, unsegmented_lines
 from .syntax.annotators import missing_spacy_pipeline_message, spacy_install_hint
@@ -64,7 +65,8 @@ def check_parser_installed(spec: Optional[dict], role: str = "this model's parse
 
 
 def model_location(name: str, what: str = "model") -> str:
-    """`name` when it is a directory (a model's weights files checked: `check_weights_files`); a name that
+    """`name` when it is a directory (a model's files checked: `check_model_files`, so a folder without
+    config.json or with a damaged weights file says so); a name that
     could be a Hub repo id (`repo` or `owner/repo`) when online, after logging that no such directory
     exists; else `FileNotFoundError("no model directory ...")`, before transformers' Hub lookup (which says
     "Repo id must be in the form..." or retries for half a minute). `owner/repo` where `owner` is a local
@@ -72,7 +74,7 @@ def model_location(name: str, what: str = "model") -> str:
     path = Path(name).expanduser()
     if path.is_dir():
         if what == "model":
-            check_weights_files(path)
+            check_model_files(path, "syntax_mt")
         return str(path)
     could_be_hub_id = re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) and not name.startswith(".")
     if could_be_hub_id and "/" in name and path.parent.is_dir():

@@ -127,6 +127,15 @@ def test_translate_names_a_missing_model_directory_first(capsys, monkeypatch):
                                        "local folder out, so it is no Hub repo id)\n")
 
 
+def test_a_model_folder_without_config_json_is_named(tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("a sentence\n")
+    for argv in (["translate", "--model", str(tmp_path), str(tmp_path / "in.txt")],
+                 ["annotate", "--model", str(tmp_path), str(tmp_path / "in.txt")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert f"{tmp_path} has no config.json, so it is no saved model" in err and "model_type" not in err
+
+
 def test_translate_refuses_beam_size_zero(capsys):
     out, _ = trained_model(DEP)
     with pytest.raises(SystemExit) as exit_status:
@@ -390,7 +399,8 @@ def threads_seen(monkeypatch):
 def _command_argv(command, tmp_path):
     if command == "translate":
         (tmp_path / "in.txt").write_text("a sentence\n")
-        return ["translate", "--model", str(tmp_path), str(tmp_path / "in.txt")]
+        model, _ = trained_model(DEP)
+        return ["translate", "--model", str(model), str(tmp_path / "in.txt")]
     if command == "train":
         return ["train", *_train_args(tmp_path)]
     return ["demo", "--out", str(tmp_path / "demo")]
