@@ -456,17 +456,12 @@ def cmd_plot(args) -> int:
 def cmd_train(args, rest) -> int:
     """`training.main`, after the values of its known flags are checked here, so that a bad one gets the
     short usage error (an unknown flag is left to `training.main`)."""
-    from transformers import HfArgumentParser
-
     from .training import DataArguments, ModelArguments, SyntaxMTTrainingArguments
     from .training import main as train_main
 
     if not (len(rest) == 1 and rest[0].endswith(".json")) and not {"-h", "--help"} & set(rest):
-
-        class TrainArgumentParser(ArgumentParser, HfArgumentParser):
-            pass
-
-        flags = TrainArgumentParser((ModelArguments, DataArguments, SyntaxMTTrainingArguments), prog="hf-syntax-mt train")
+        flags = train_argument_parser((ModelArguments, DataArguments, SyntaxMTTrainingArguments),
+                                      prog="hf-syntax-mt train")
         flags.parse_known_args(rest)
     return train_main(rest)
 
@@ -501,6 +496,16 @@ class ArgumentParser(argparse.ArgumentParser):
         formatter = argparse.HelpFormatter(self.prog, width=1_000_000)  # one line
         formatter.add_usage(None, needed, groups, prefix="usage: ")
         return formatter.format_help().strip() + " [options] (--help lists them)"
+
+
+def train_argument_parser(dataclass_types, **kwargs):
+    """`transformers.HfArgumentParser` for `dataclass_types` with this module's two-line usage error."""
+    from transformers import HfArgumentParser
+
+    class TrainArgumentParser(ArgumentParser, HfArgumentParser):
+        pass
+
+    return TrainArgumentParser(dataclass_types, **kwargs)
 
 
 def positive_int(text: str) -> int:

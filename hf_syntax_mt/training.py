@@ -55,7 +55,6 @@ from safetensors import SafetensorError
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
-    HfArgumentParser,
     Seq2SeqTrainingArguments,
 )
 from transformers.trainer import TRAINER_STATE_NAME
@@ -647,7 +646,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     `OSError`, `ImportError`) prints its message and returns 2; `--traceback` re-raises it instead.
     Ctrl-C / SIGTERM during training saves a checkpoint after the current step and returns 130 / 143
     (128 + the signal); Ctrl-C at any other time (or a second one) stops at once, also with 130."""
-    parser = HfArgumentParser((ModelArguments, DataArguments, SyntaxMTTrainingArguments))
+    from .cli import train_argument_parser  # a bad option: a one-line usage and the error
+
+    parser = train_argument_parser((ModelArguments, DataArguments, SyntaxMTTrainingArguments))
     parser.add_argument("--traceback", action="store_true", help="On an error, show the traceback, not only the message")
     parser.add_argument("--threads", type=int, help=THREADS_HELP)
     parser.add_argument("--processes", type=int, help=PROCESSES_HELP)

@@ -33,3 +33,18 @@ def test_help_still_lists_every_option(capsys):
     assert stop.value.code == 0
     shown = capsys.readouterr().out
     assert all(flag in shown for flag in ("--beams", "--batch-size", "--reference", "--conllu", "--threads"))
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--num_train_epochs", "x"], "argument --num_train_epochs/--num-train-epochs: invalid float value: 'x'"),
+    (["--threads", "x"], "argument --threads: invalid int value: 'x'"),
+])
+def test_the_train_entry_point_prints_two_lines_for_a_bad_flag_value(argv, error, capsys, monkeypatch):
+    from hf_syntax_mt.training import main as train_main
+
+    monkeypatch.setattr("sys.argv", ["hf-syntax-mt-train"])  # the console script's program name
+    with pytest.raises(SystemExit) as stop:
+        train_main(argv)
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines() == ["usage: hf-syntax-mt-train [options] (--help lists them)",
+                                                    f"hf-syntax-mt-train: error: {error}"]
