@@ -64,8 +64,9 @@ def _format_measured(preset: str, config: dict, languages: tuple) -> str:
             f", seed{'s' if len(r['seeds']) > 1 else ''} {','.join(map(str, r['seeds']))}"
         lines.append(f"| {r['recipe']} | {r['regime']} | `{r['control']}` | {evidence} | {r['delta']:+.2f} "
                      f"[{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}] | {r['verdict']} |")
-    if any(r["scored_outside"] for r in rows) and EXTERNAL_PROVENANCE:
-        lines += ["", f"Held-out test rows: {EXTERNAL_PROVENANCE[0].lower()}{EXTERNAL_PROVENANCE[1:]}"]
+    for issue in dict.fromkeys(r["issue"] for r in rows if r["scored_outside"]):
+        provenance = EXTERNAL_PROVENANCE[issue]
+        lines += ["", f"Held-out test rows: {provenance[0].lower()}{provenance[1:]}"]
     return "\n".join(lines)
 
 

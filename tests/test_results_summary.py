@@ -51,28 +51,36 @@ def test_results_summary_and_readme_table_equal_the_result_files(recomputed):
 
 
 def test_held_out_rows_are_the_external_file_and_marked_as_scored_outside():
-    """The held-out test figures come from external_scores.json, with its provenance, and only for its recipe."""
-    external = json.loads(EXTERNAL.read_text(encoding="utf-8"))
-    outside = {(c["system"], c["baseline"]): c for c in external["comparisons"]}
+    """The held-out test figures come from external_scores.json, each with its set's provenance, and only for its
+    recipe; every set's comparison that has runs on both sides is shown in place of dev."""
+    sets = json.loads(EXTERNAL.read_text(encoding="utf-8"))["sets"]
+    outside = {(f["recipe"], c["system"], c["baseline"]): (f, c) for f in sets for c in f["comparisons"]}
     rows = [r for r in measured_results.ROWS if r["scored_outside"]]
-    assert rows and all(r["recipe"] == external["recipe"] and r["evidence"] == "test" for r in rows)
+    assert {r["recipe"] for r in rows} >= {"kftt.ja-en", "small_parallel_enja.ja-en.12k5"}
     for r in rows:
-        c = outside[(r["system"], r["control"])]
-        assert (r["delta"], r["ci95"], r["seeds"]) == (c["delta"], c["ci95"], c["seeds"])
-    assert measured_results.EXTERNAL_PROVENANCE == external["provenance"]
-    assert "scored outside the project on kftt's held-out test references" in external["provenance"].lower()
-    assert f"{findings.TEST_MARK} {external['provenance']}" in section(RESULTS_MD, "findings")
-    (score,) = external["scores"]
-    assert (f"`{score['system']}` on {external['recipe']}'s held-out test: {score['bleu_mean']:.2f} ± "
-            f"{score['bleu_std']:.2f} BLEU (seeds 1,2,3).") in section(RESULTS_MD, "findings")
+        figures, c = outside[(r["recipe"], r["system"], r["control"])]
+        assert (r["delta"], r["ci95"], r["seeds"], r["evidence"], r["issue"]) == \
+            (c["delta"], c["ci95"], c["seeds"], figures["split"], figures["issue"])
+        assert measured_results.EXTERNAL_PROVENANCE[r["issue"]] == figures["provenance"]
+    dev = {(r["recipe"], r["system"], r["control"]) for r in measured_results.ROWS if not r["scored_outside"]}
+    assert not dev & set(outside)  # a pair scored outside never shows its dev figure
+    summary = section(RESULTS_MD, "findings")
+    assert all(provenance in summary for provenance in measured_results.EXTERNAL_PROVENANCE.values())
+    assert "scored outside the project on kftt's held-out test references" in sets[0]["provenance"].lower()
+    (score,) = [s for f in sets for s in f["scores"] if "bleu_mean" in s]
+    assert (f"`{score['system']}` on {sets[0]['recipe']}'s held-out test: {score['bleu_mean']:.2f} ± "
+            f"{score['bleu_std']:.2f} BLEU (seeds 1,2,3).") in summary
     assert (RESULTS_MD.parent / findings.FOREST_PLOT).is_file()
 
 
 def test_external_scores_file_errors_name_the_missing_key(tmp_path):
-    (tmp_path / findings.EXTERNAL_SCORES).write_text(json.dumps({"recipe": "kftt.ja-en", "split": "test"}))
-    with pytest.raises(ValueError, match="missing key 'provenance'"):
+    (tmp_path / findings.EXTERNAL_SCORES).write_text(json.dumps({"sets": [{"recipe": "kftt.ja-en", "split": "test"}]}))
+    with pytest.raises(ValueError, match="set 0 has no key 'provenance'"):
         findings.load_external(tmp_path)
-    assert findings.load_external(tmp_path / "absent") == {}
+    (tmp_path / findings.EXTERNAL_SCORES).write_text(json.dumps({"recipe": "kftt.ja-en"}))
+    with pytest.raises(ValueError, match="a list of figure sets under 'sets'"):
+        findings.load_external(tmp_path)
+    assert findings.load_external(tmp_path / "absent") == []
 
 
 def test_verdict_follows_the_interval():

@@ -75,16 +75,20 @@ def compact_regimes(rows: list[dict]) -> str:
     return "; ".join(entries) or "–"
 
 
-def load_external(results_dir: Path) -> dict:
-    """The figures scored outside the project (`external_scores.json` in the results folder; {} if absent)."""
+def load_external(results_dir: Path) -> list[dict]:
+    """The sets of figures scored outside the project (`external_scores.json` in the results folder: one set per
+    recipe and provenance; [] if absent)."""
     path = Path(results_dir) / EXTERNAL_SCORES
     if not path.is_file():
-        return {}
-    external = json.loads(path.read_text(encoding="utf-8"))
-    for key in ("provenance", "recipe", "split", "comparisons"):
-        if key not in external:
-            raise ValueError(f"{path}: missing key {key!r}")
-    return external
+        return []
+    sets = json.loads(path.read_text(encoding="utf-8")).get("sets")
+    if not isinstance(sets, list):
+        raise ValueError(f"{path}: expected a list of figure sets under 'sets'")
+    for k, figures in enumerate(sets):
+        for key in ("provenance", "issue", "recipe", "split", "comparisons"):
+            if key not in figures:
+                raise ValueError(f"{path}: set {k} has no key {key!r}")
+    return sets
 
 
 def verdict(ci95: list[float]) -> str:
@@ -92,9 +96,9 @@ def verdict(ci95: list[float]) -> str:
     return "pays" if ci95[0] > 0 else "hurts" if ci95[1] < 0 else "no clear difference"
 
 
-def recipe_rows(recipe: dict, results_dir: Path, external: dict) -> list[dict]:
+def recipe_rows(recipe: dict, results_dir: Path, external: list[dict]) -> list[dict]:
     """The recipe's row for every method it has runs of on both sides of a pair: the held-out test figure
-    scored outside when `external` has the pair for this recipe, else the paired bootstrap on dev."""
+    scored outside when a set of `external` has the pair for this recipe, else the paired bootstrap on dev."""
     from .summary import compare_runs, dev_statistics, load_runs, train_pairs
 
     runs, by_preset = load_runs(recipe, results_dir)
@@ -106,8 +110,8 @@ def recipe_rows(recipe: dict, results_dir: Path, external: dict) -> list[dict]:
             chosen.append((method, pair))
     if not chosen:
         return []
-    outside = {(c["system"], c["baseline"]): c for c in external.get("comparisons", [])} \
-        if external.get("recipe") == recipe["name"] else {}
+    outside = {(c["system"], c["baseline"]): (figures, c) for figures in external if figures["recipe"] == recipe["name"]
+               for c in figures["comparisons"]}
     needed = {name for _, pair in chosen if pair not in outside for name in pair}
     stats = dev_statistics(recipe, {p: by_preset[p] for p in needed}, runs[0]["dev"]["sentences"]) if needed else {}
     rows = []
@@ -118,13 +122,14 @@ def recipe_rows(recipe: dict, results_dir: Path, external: dict) -> list[dict]:
                "cost_ratio": tokens_per_second_ratio(by_preset, system)}
         row["regime"] = regime(recipe, row["train_pairs"])
         if (system, control) in outside:
-            figure = outside[(system, control)]
-            row.update(evidence=external["split"], scored_outside=True, seeds=figure["seeds"],
-                       sentences=external.get("sentences"), delta=figure["delta"], ci95=list(figure["ci95"]),
+            figures, figure = outside[(system, control)]
+            row.update(evidence=figures["split"], scored_outside=True, issue=figures["issue"], seeds=figure["seeds"],
+                       sentences=figures.get("sentences"), delta=figure["delta"], ci95=list(figure["ci95"]),
                        averaged=figure.get("averaged"))
         else:
             t = compare_runs(stats, system, control, recipe["bleu_tokenize"])
-            row.update(evidence="dev", scored_outside=False, seeds=t["seeds"], sentences=runs[0]["dev"]["sentences"],
+            row.update(evidence="dev", scored_outside=False, issue=None, seeds=t["seeds"],
+                       sentences=runs[0]["dev"]["sentences"],
                        delta=round(t["delta"], 2), ci95=[round(x, 2) for x in t["ci95"]])
         row["verdict"] = verdict(row["ci95"])
         rows.append(row)
@@ -216,9 +221,11 @@ def collect(recipe_files: list[Path], results_dir: Path) -> dict:
             **{key: compact_regimes([r for r in mine if r["verdict"] == name]) for key, name in VERDICTS.items()},
             "train_cost_x_abs": cost_text(best["system"], speed, rows),
         })
-    return {"rows": rows, "methods": methods, "external_provenance": external.get("provenance", ""),
-            "external_scores": [dict(score, recipe=external["recipe"], split=external["split"])
-                                for score in external.get("scores", [])]}
+    shown = {r["issue"] for r in rows if r["scored_outside"]}
+    return {"rows": rows, "methods": methods,
+            "external_provenance": {f["issue"]: f["provenance"] for f in external if f["issue"] in shown},
+            "external_scores": [dict(score, recipe=f["recipe"], split=f["split"], issue=f["issue"]) for f in external
+                                if f["issue"] in shown for score in f.get("scores", []) if "bleu_mean" in score]}
 
 
 def _short(regime_text: str) -> str:
@@ -241,10 +248,14 @@ def which_preset_lines(findings: dict) -> list[str]:
 
 
 def table_notes(findings: dict) -> list[str]:
-    scores = "".join(f" `{s['system']}` on {s['recipe']}'s held-out {s['split']}: {s['bleu_mean']:.2f} ± "
-                     f"{s['bleu_std']:.2f} BLEU (seeds {','.join(map(str, s['seeds']))})."
-                     for s in findings.get("external_scores", []))
-    return [f"{TEST_MARK} {findings['external_provenance']}{scores}" if findings["external_provenance"] else "",
+    """The footnotes of the summary table: each set of held-out figures' provenance (with its absolute scores),
+    then how the dev figures, the verdicts and the cost were made."""
+    outside = " ".join(
+        provenance + "".join(f" `{s['system']}` on {s['recipe']}'s held-out {s['split']}: {s['bleu_mean']:.2f} ± "
+                             f"{s['bleu_std']:.2f} BLEU (seeds {','.join(map(str, s['seeds']))})."
+                             for s in findings.get("external_scores", []) if s["issue"] == issue)
+        for issue, provenance in findings["external_provenance"].items())
+    return [f"{TEST_MARK} {outside}" if outside else "",
             "Dev: paired bootstrap (1,000 samples) of the selected checkpoints' dev translations on the seeds both "
             "have run, as in each corpus's table below. Pays / hurts: the 95% interval lies above / below zero. "
             "Train step ×abs: `benchmarks/speed.py`'s training step time against `transformer_abs` over n = 32–512 "
@@ -297,7 +308,7 @@ def results_section(findings: dict, chart: Optional[Path], results_md: Path) -> 
 
 def readme_section(findings: dict) -> str:
     return "\n".join(which_preset_lines(findings) + [""] + [
-        f"{TEST_MARK} held-out KFTT test, scored outside the project (paired bootstrap, 1,000 samples); dev "
+        f"{TEST_MARK} held-out test, scored outside the project (paired bootstrap, 1,000 samples); dev "
         "elsewhere. Train step ×abs: `benchmarks/speed.py` over n = 32–512; \"runs\": the quality runs' training "
         "tokens/s. Every row per corpus and the forest plot: [RESULTS.md](model_cards/RESULTS.md)."])
 
@@ -305,7 +316,7 @@ def readme_section(findings: dict) -> str:
 def write_measured_results(findings: dict, path: Path) -> Path:
     """The rows as a Python module in the package, for the model card (`hf_syntax_mt.model_card`)."""
     keys = ("method", "paper", "system", "control", "recipe", "direction", "regime", "train_pairs", "evidence",
-            "scored_outside", "seeds", "delta", "ci95", "verdict")
+            "scored_outside", "issue", "seeds", "delta", "ci95", "verdict")
     rows = [{k: r[k] for k in keys} for r in findings["rows"]]
     text = ('"""What each preset measured in this project (the summary of model_cards/RESULTS.md): generated by '
             '`python benchmarks/quality.py summary`, do not edit."""\n\n'

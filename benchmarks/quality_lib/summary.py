@@ -666,8 +666,8 @@ def write_findings(args) -> dict:
     chart = None
     if found["rows"]:
         chart = plot_forest(forest_rows(found), Path(args.output).parent / FOREST_PLOT,
-                            title="Δ BLEU against each method's control (95% CI); ◆ KFTT's held-out test, scored outside "
-                                  "the project; ○ dev")
+                            title="Δ BLEU against each method's control (95% CI); ◆ held-out test, scored outside the "
+                                  "project; ○ dev")
     write_section(args.output, "findings", results_section(found, chart, Path(args.output)), at_top=True)
     if readme:
         write_section(readme, "findings", readme_section(found), create=False)
