@@ -27,20 +27,11 @@ import statistics
 import tempfile
 from pathlib import Path
 
+import speed
+
 REPO = Path(__file__).resolve().parents[1]
 MODEL = dict(d_model=256, encoder_layers=3, decoder_layers=3, encoder_attention_heads=4, decoder_attention_heads=4,
              encoder_ffn_dim=1024, decoder_ffn_dim=1024, dropout=0.1, label_smoothing=0.1, attn_implementation="eager")
-
-
-def cpu_model() -> str:
-    """The first `model name` of /proc/cpuinfo ('unknown' elsewhere)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def write_pairs(prefix: Path, pairs: int, kftt: Path) -> str:
@@ -102,7 +93,7 @@ def main(argv=None) -> dict:
         parser.error(f"--max-steps, --pairs and --rounds must be >= 1, --processes 2 to {available_cores()}")
     n = args.processes
     configurations = {f"1 process x {n} threads": (1, n), f"{n} processes x 1 thread": (n, 1)}
-    results = {"cpu": cpu_model(), "cores": available_cores(), "load_average_before": os.getloadavg(),
+    results = {"cpu": speed._cpu_name(), "cores": available_cores(), "load_average_before": os.getloadavg(),
                "max_steps": args.max_steps, "max_tokens_per_batch": 2048, "runs": {name: [] for name in configurations}}
     with tempfile.TemporaryDirectory(prefix="processes_speed_") as tmp:
         results["data"] = write_pairs(Path(tmp) / "train", args.pairs, args.kftt)
