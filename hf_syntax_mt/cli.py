@@ -454,16 +454,10 @@ def cmd_plot(args) -> int:
 
 
 def cmd_train(args, rest) -> int:
-    """`training.main`, after the values of its known flags are checked here, so that a bad one gets the
-    short usage error (an unknown flag is left to `training.main`)."""
-    from .training import DataArguments, ModelArguments, SyntaxMTTrainingArguments
+    """`training.main` (its flags, `--help` there)."""
     from .training import main as train_main
 
-    if not (len(rest) == 1 and rest[0].endswith(".json")) and not {"-h", "--help"} & set(rest):
-        flags = train_argument_parser((ModelArguments, DataArguments, SyntaxMTTrainingArguments),
-                                      prog="hf-syntax-mt train")
-        flags.parse_known_args(rest)
-    return train_main(rest)
+    return train_main(rest, prog="hf-syntax-mt train")
 
 
 def cmd_average(args) -> int:

@@ -638,17 +638,18 @@ def _train(model_args: ModelArguments, data_args: DataArguments, training_args, 
                           datasets=processed)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: Optional[list[str]] = None, prog: Optional[str] = None) -> int:
     """`hf-syntax-mt-train` / `training/train.py`: parse arguments (or one JSON file), train, print the
     metrics; returns the exit status. `--threads N` (else $HF_SYNTAX_MT_THREADS) sets torch's CPU threads
     (`hf_syntax_mt.threads`); `--processes N` trains with N data-parallel CPU processes
     (`hf_syntax_mt.data_parallel`). A user error (bad data, setting or parser: `ValueError`,
     `OSError`, `ImportError`) prints its message and returns 2; `--traceback` re-raises it instead.
     Ctrl-C / SIGTERM during training saves a checkpoint after the current step and returns 130 / 143
-    (128 + the signal); Ctrl-C at any other time (or a second one) stops at once, also with 130."""
-    from .cli import train_argument_parser  # a bad option: a one-line usage and the error
+    (128 + the signal); Ctrl-C at any other time (or a second one) stops at once, also with 130. A bad or
+    unknown option prints a one-line usage (of `prog`, default the program's name) and the error."""
+    from .cli import train_argument_parser
 
-    parser = train_argument_parser((ModelArguments, DataArguments, SyntaxMTTrainingArguments))
+    parser = train_argument_parser((ModelArguments, DataArguments, SyntaxMTTrainingArguments), prog=prog)
     parser.add_argument("--traceback", action="store_true", help="On an error, show the traceback, not only the message")
     parser.add_argument("--threads", type=int, help=THREADS_HELP)
     parser.add_argument("--processes", type=int, help=PROCESSES_HELP)
@@ -658,7 +659,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         if len(argv) == 1 and argv[0].endswith(".json"):
             model_args, data_args, training_args = parser.parse_json_file(os.path.abspath(argv[0]))
         else:
-            model_args, data_args, training_args, extra = parser.parse_args_into_dataclasses(args=argv)
+            model_args, data_args, training_args, extra, unknown = parser.parse_args_into_dataclasses(
+                args=argv, return_remaining_strings=True)
+            if unknown:
+                parser.error(f"unrecognized arguments: {' '.join(unknown)}")
             threads, processes = extra.threads, extra.processes
         set_torch_threads(threads)
         logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO,

@@ -19,6 +19,8 @@ from hf_syntax_mt.cli import main
      "'train', 'average', 'demo')"),
     (["train", "--preset", "transformer_abs", "--num_train_epochs", "x"], "usage: hf-syntax-mt train [options]",
      "hf-syntax-mt train: error: argument --num_train_epochs/--num-train-epochs: invalid float value: 'x'"),
+    (["train", "--preset", "transformer_abs", "--bogus"], "usage: hf-syntax-mt train [options]",
+     "hf-syntax-mt train: error: unrecognized arguments: --bogus"),
 ])
 def test_a_bad_flag_value_prints_two_lines(argv, usage, error, capsys):
     with pytest.raises(SystemExit) as stop:
@@ -38,6 +40,7 @@ def test_help_still_lists_every_option(capsys):
 @pytest.mark.parametrize("argv, error", [
     (["--num_train_epochs", "x"], "argument --num_train_epochs/--num-train-epochs: invalid float value: 'x'"),
     (["--threads", "x"], "argument --threads: invalid int value: 'x'"),
+    (["--bogus", "2"], "unrecognized arguments: --bogus 2"),
 ])
 def test_the_train_entry_point_prints_two_lines_for_a_bad_flag_value(argv, error, capsys, monkeypatch):
     from hf_syntax_mt.training import main as train_main
