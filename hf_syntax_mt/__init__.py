@@ -91,7 +91,7 @@ class _RegisterOnImport:
         self.depth = 0  # imports of watched modules in progress, nested
 
     def find_spec(self, name, path=None, target=None):
-        if not name.startswith(("transformers.", f"{__name__}.")):
+        if name != "transformers" and not name.startswith(("transformers.", f"{__name__}.")):
             return None
         for finder in sys.meta_path:
             spec = None if finder is self else getattr(finder, "find_spec", lambda *a: None)(name, path, target)
