@@ -997,6 +997,14 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
         self.final_logits_bias = nn.Buffer(torch.zeros((1, config.vocab_size)))
         self.post_init()
 
+    def _prepare_generated_length(self, generation_config, has_default_max_length, *args, **kwargs):
+        """As in `GenerationMixin`, except that `max_new_tokens` replaces the model's saved `max_length` (training saves
+        its `max_target_length` there, the limit of a plain `generate()`) without the warning that both were set; a
+        `max_length` other than the saved one, given with `max_new_tokens`, still warns."""
+        if generation_config.max_new_tokens is not None and generation_config.max_length == self.generation_config.max_length:
+            has_default_max_length = True
+        return super()._prepare_generated_length(generation_config, has_default_max_length, *args, **kwargs)
+
     def resize_token_embeddings(self, new_num_tokens=None, pad_to_multiple_of=None, mean_resizing=True):
         """Resize the embeddings (and LM head) as transformers does, and `final_logits_bias` with them (new entries 0)."""
         embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)

@@ -151,9 +151,6 @@ def test_max_new_tokens_without_the_max_length_warning(dev, caplog):
         transformers_logging.set_verbosity(verbosity)
 
 
-@pytest.mark.xfail(strict=True, reason="transformers warns whenever the model's generation config sets max_length "
-                   "(training saves max_target_length there); needs SyntaxMTForConditionalGeneration to override "
-                   "_prepare_generated_length (modeling_syntax_mt.py), see issue 69 item 13")
 def test_generate_with_max_new_tokens_does_not_warn_about_the_saved_max_length(dev, caplog):
     """A plain `generate()` stops at the trained limit (max_target_length); `max_new_tokens` replaces it quietly."""
     sources, _ = dev
@@ -167,9 +164,11 @@ def test_generate_with_max_new_tokens_does_not_warn_about_the_saved_max_length(d
         with caplog.at_level("WARNING"):
             assert model.generate(**inputs).shape[1] == model.generation_config.max_length
             assert model.generate(**inputs, max_new_tokens=3).shape[1] == 4  # the decoder start token and 3
+            assert "max_new_tokens" not in caplog.text
+            model.generate(**inputs, max_new_tokens=3, max_length=7)  # two limits the user gave: still said
     finally:
         transformers_logging.set_verbosity(verbosity)
-    assert "max_new_tokens" not in caplog.text
+    assert "Both `max_new_tokens` (=3) and `max_length`(=7)" in caplog.text
 
 
 def test_line_longer_than_the_model_allows_is_reported(dev, caplog):
