@@ -1,7 +1,7 @@
 """Seconds per 1,000 updates of the KFTT recipe, today's settings against the fast ones, on one machine in one go.
 
     python benchmarks/training_speed.py [--updates 1000] [--preset transformer_abs] [--cores 2]
-                                        [--eval-sample N] [--runs-dir DIR] [--out FILE.json]
+                                        [--runs-dir DIR] [--out FILE.json] [--only before|after]
 
 Two settings train the same preset on the same data (the recipes' 50,000-pair sample, tokenizer and 2,048-token
 batches), each in a fresh process, for `--updates` updates, then evaluate once as their recipe does:
@@ -14,10 +14,11 @@ batches), each in a fresh process, for `--updates` updates, then evaluate once a
   the first 500 tune sentences capped at 1.5 n + 10 subwords, every 1,058 updates.
 
 seconds per 1,000 updates = training seconds / updates × 1,000 + one evaluation's seconds × 1,000 / 1,058, the
-evaluation counted at the share of it that 1,000 updates pay. The evaluation's cost depends on how long the young
-model's translations are, so compare the two settings at the same `--updates`. `--eval-sample N` times the
-evaluation on the first N sentences of each setting's evaluation set and scales it to the whole set (a shortcut
-on a slow machine; printed). Training tokens/s count the padded positions of the batches' both sides.
+evaluation counted at the share of it that 1,000 updates pay (the evaluation is the one `train()` makes of its
+validation set after training: all of tune before, its first 500 sentences after). The evaluation's cost depends on
+how long the young model's translations are, so compare the two settings at the same `--updates`. Training tokens/s
+count the padded positions of both sides of the one-process batches. `--only SETTING` runs one setting and prints
+its figures (a setting measured on another day is no baseline: compare settings of one run).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -43,9 +43,9 @@ def child_settings(setting: str, cores: int) -> dict:
     return {"processes": cores, "threads": 1, "ops": "fast", "huge_pages": "1"}
 
 
-def train_and_time(setting: str, updates: int, preset: str, runs_dir: str, eval_sample: int | None) -> dict:
+def train_and_time(setting: str, updates: int, preset: str, runs_dir: str) -> dict:
     """In one process (or rank 0 of the data-parallel ones): train `updates` updates with the setting's recipe,
-    then time one evaluation on its evaluation set (the first `eval_sample` sentences of it, when given)."""
+    then evaluate once (`train()`'s evaluation after training), timed."""
     import torch
 
     sys.path.insert(0, str(HERE))
@@ -72,39 +72,32 @@ def train_and_time(setting: str, updates: int, preset: str, runs_dir: str, eval_
     trainer = result.trainer
     if not trainer.is_world_process_zero():
         return {}
-    train_seconds = trainer.state.log_history[-1]["train_runtime"]
-    tokens_per_update = None
-    if trainer.args.world_size == 1:  # the batches are the same in both settings: counted where they are whole
-        batch_tokens = [max(len(x) for x in b["input_ids"]) * len(b["input_ids"]) +
-                        max(len(y) for y in b["labels"]) * len(b["labels"])
-                        for b in _padded_batches(trainer.get_train_dataloader())]
-        tokens_per_update = sum(batch_tokens) / len(batch_tokens)
-    evaluation = result.datasets["validation"]
-    total = len(evaluation)
-    if eval_sample:
-        evaluation = evaluation.select(range(min(eval_sample, total)))
-    start = time.time()
-    metrics = trainer.evaluate(eval_dataset=evaluation)
-    eval_seconds = (time.time() - start) * total / len(evaluation)
+    history = trainer.state.log_history
+    train_seconds = next(h["train_runtime"] for h in history if "train_runtime" in h)
+    evaluation = next(h for h in reversed(history) if "eval_runtime" in h)  # train()'s evaluation after training
+    features = result.datasets["train"]
     return {"setting": setting, "recipe": recipe["name"], "preset": preset, "updates": updates,
-            "train_seconds": round(train_seconds, 1), "tokens_per_update": tokens_per_update,
-            "eval_sentences": total, "eval_sentences_timed": len(evaluation), "eval_seconds": round(eval_seconds, 1),
-            "eval_mean_output_subwords": metrics.get("eval_gen_len"), "bf16": training_args.bf16,
+            "train_seconds": round(train_seconds, 1),
+            "tokens_per_update": padded_tokens_per_update(features, training_args.max_tokens_per_batch),
+            "eval_sentences": len(result.datasets["validation"]), "eval_seconds": round(evaluation["eval_runtime"], 1),
+            "eval_mean_output_subwords": evaluation.get("eval_gen_len"), "bf16": training_args.bf16,
             "threads": torch.get_num_threads()}
+
+
+def padded_tokens_per_update(features, max_tokens: int) -> float:
+    """Mean padded positions (both sides) of one epoch's one-process token-budget batches: the batches every setting
+    trains on (split between the processes or not)."""
+    from hf_syntax_mt.batching import TokenBudgetBatchSampler, pair_lengths
+
+    sources, targets = [len(x) for x in features["input_ids"]], [len(y) for y in features["labels"]]
+    batches = list(TokenBudgetBatchSampler(pair_lengths(sources, targets), max_tokens, seed=1))
+    return sum(len(b) * (max(sources[i] for i in b) + max(targets[i] for i in b)) for b in batches) / len(batches)
 
 
 def _native_bf16() -> bool:
     import torch
 
     return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-
-
-def _padded_batches(loader):
-    """The batches of one epoch as lists of sequences (for their padded sizes), without collating features."""
-    dataset = loader.dataset
-    for indices in loader.batch_sampler:
-        rows = dataset.select(list(indices))
-        yield {"input_ids": rows["input_ids"], "labels": rows["labels"]}
 
 
 def child_main(args) -> None:
@@ -116,7 +109,7 @@ def child_main(args) -> None:
         import step_profile
 
         step_profile.use_ops("functional")
-    call = (args.child, args.updates, args.preset, args.runs_dir, args.eval_sample)
+    call = (args.child, args.updates, args.preset, args.runs_dir)
     if settings["processes"] > 1:
         from hf_syntax_mt.data_parallel import launch
 
@@ -141,7 +134,7 @@ def main(argv=None):
     parser.add_argument("--updates", type=int, default=1000)
     parser.add_argument("--preset", default="transformer_abs")
     parser.add_argument("--cores", type=int, default=2, help="threads of `before`, processes of `after`")
-    parser.add_argument("--eval-sample", type=int, default=None, help="time the evaluation on N sentences, scaled")
+    parser.add_argument("--only", choices=("before", "after"), help="run one setting only")
     parser.add_argument("--runs-dir", default=str(HERE.parent / "runs" / "quality"))
     parser.add_argument("--out", type=Path, default=None, help="also write the figures to this JSON file")
     parser.add_argument("--child", choices=("before", "after"), help=argparse.SUPPRESS)
@@ -153,15 +146,13 @@ def main(argv=None):
     import speed
 
     results = {}
-    for setting in ("before", "after"):
+    for setting in [args.only] if args.only else ["before", "after"]:
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
             out = f.name
         command = [sys.executable, __file__, "--child", setting, "--child-out", out, "--updates", str(args.updates),
-                   "--preset", args.preset, "--cores", str(args.cores), "--runs-dir", args.runs_dir] + \
-            (["--eval-sample", str(args.eval_sample)] if args.eval_sample else [])
+                   "--preset", args.preset, "--cores", str(args.cores), "--runs-dir", args.runs_dir]
         subprocess.run(command, check=True, cwd=HERE)
         result = json.loads(Path(out).read_text())
-        result["tokens_per_update"] = result["tokens_per_update"] or results["before"]["tokens_per_update"]
         results[setting] = {**result, **per_thousand(result)}
     load = os.getloadavg()
     print(f"\nCPU: {speed._cpu_name()}; {args.preset}, {args.updates} updates a setting, "
@@ -169,13 +160,14 @@ def main(argv=None):
     print("| setting | processes x threads | train s / 1,000 updates | eval s (sentences, mean output) | "
           "s / 1,000 updates with evaluation | evaluation share | train tokens/s |\n|---|---|---|---|---|---|---|")
     for name, r in results.items():
-        timed = "" if r["eval_sentences_timed"] == r["eval_sentences"] else f", {r['eval_sentences_timed']} timed"
         print(f"| {name} ({r['recipe']}) | {r['processes']} x {r['threads_per_process']} | "
-              f"{r['train_seconds'] / r['updates'] * 1000:.0f} | {r['eval_seconds']:.0f} ({r['eval_sentences']}{timed}"
+              f"{r['train_seconds'] / r['updates'] * 1000:.0f} | {r['eval_seconds']:.0f} ({r['eval_sentences']}"
               f", {r['eval_mean_output_subwords']}) | {r['seconds_per_1000_updates']:.0f} | "
               f"{r['evaluation_share']:.1%} | {r['train_tokens_per_second']:.0f} |")
-    ratio = results["before"]["seconds_per_1000_updates"] / results["after"]["seconds_per_1000_updates"]
-    print(f"before / after, seconds per 1,000 updates with evaluation: {ratio:.2f}x")
+    ratio = None
+    if len(results) == 2:
+        ratio = results["before"]["seconds_per_1000_updates"] / results["after"]["seconds_per_1000_updates"]
+        print(f"before / after, seconds per 1,000 updates with evaluation: {ratio:.2f}x")
     if args.out:
         args.out.write_text(json.dumps({"cpu": speed._cpu_name(), "load_average": load, "results": results,
                                         "ratio": ratio, "command": " ".join(sys.argv)}, indent=1) + "\n")
