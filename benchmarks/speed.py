@@ -518,15 +518,9 @@ DEFAULT_LONG_TOKENIZER = next(iter(sorted((REPO.parent / "runs" / "quality" / "k
 def recorded_command(argv: list[str]) -> str:
     """The arguments as a shell would take them back (quoted), without `--note`, whose text is written beside
     the tables anyway."""
-    kept, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--note":
-            skip = True
-        elif not arg.startswith("--note="):
-            kept.append(arg)
-    return shlex.join(kept)
+    from hf_syntax_mt.cli import without_option
+
+    return shlex.join(without_option(argv, "--note"))
 
 
 def main(argv=None):

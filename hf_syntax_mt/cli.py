@@ -41,6 +41,19 @@ from .syntax.annotation import DISTANCE_SOURCES, Annotation
 from .threads import THREADS_HELP
 
 
+def without_option(argv: Sequence[str], option: str) -> list[str]:
+    """`argv` without `option` and its value (`--option VALUE` or `--option=VALUE`)."""
+    kept, skip_value = [], False
+    for arg in argv:
+        if skip_value:
+            skip_value = False
+        elif arg == option:
+            skip_value = True
+        elif not arg.startswith(option + "="):
+            kept.append(arg)
+    return kept
+
+
 def _read_input(path: Optional[str]) -> list[bytes]:
     """The lines of FILE (or stdin) as bytes, split at \\n, \\r\\n and \\r only (as editors number lines),
     a UTF-8 byte-order mark dropped; `decode_line` (the pipeline's too) reports those that are not UTF-8."""

@@ -36,6 +36,7 @@ import threading
 import uuid
 from typing import Any, Callable, Optional
 
+from .cli import without_option
 from .syntax.trees import IGNORE_INDEX
 
 logger = logging.getLogger(__name__)
@@ -83,16 +84,8 @@ def check_processes(processes, threads: Optional[int], training_args, data_args=
 def worker_arguments(argv: list[str], training_args) -> list[str]:
     """The command line of each process: `argv` without `--processes`, with accelerate's `split_batches` on
     (the other `--accelerator_config` settings as given)."""
-    kept, skip_value = [], False
-    for arg in argv:
-        if skip_value:
-            skip_value = False
-        elif arg == "--processes":
-            skip_value = True
-        elif not arg.startswith("--processes="):
-            kept.append(arg)
     accelerator_config = {**training_args.accelerator_config.to_dict(), "split_batches": True}
-    return kept + ["--accelerator_config", json.dumps(accelerator_config)]
+    return without_option(argv, "--processes") + ["--accelerator_config", json.dumps(accelerator_config)]
 
 
 def token_share(labels, accelerator):
