@@ -22,7 +22,7 @@ from numbers import Real
 from typing import Optional
 
 import torch
-from transformers import LogitsProcessor
+from transformers import LogitsProcessor, LogitsProcessorList
 
 
 def check_length_cap(a: Optional[float], b: Optional[float]) -> tuple[float, float]:
@@ -78,4 +78,12 @@ class SourceLengthCapLogitsProcessor(LogitsProcessor):
         return scores.masked_fill(at_cap[:, None] & not_eos, -math.inf)
 
 
-__all__ = ["SourceLengthCapLogitsProcessor", "check_length_cap"]
+def with_length_cap(generate_kwargs: dict, attention_mask: torch.Tensor, a: Optional[float], b: Optional[float], *,
+                    eos_token_id: int) -> dict:
+    """`generate_kwargs` with this batch's `SourceLengthCapLogitsProcessor` after its own `logits_processor`s."""
+    cap = SourceLengthCapLogitsProcessor(attention_mask, a, b, eos_token_id=eos_token_id)
+    return {**generate_kwargs, "logits_processor": LogitsProcessorList([*(generate_kwargs.get("logits_processor") or []),
+                                                                        cap])}
+
+
+__all__ = ["SourceLengthCapLogitsProcessor", "check_length_cap", "with_length_cap"]

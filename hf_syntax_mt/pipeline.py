@@ -30,11 +30,11 @@ from collections.abc import Iterable
 from typing import Optional, Sequence, Union
 
 from huggingface_hub import constants as hub_constants
-from transformers import AutoModelForSeq2SeqLM, LogitsProcessorList, Pipeline
+from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .data import SyntaxFeatureProcessor
-from .length_cap import SourceLengthCapLogitsProcessor, check_length_cap
+from .length_cap import check_length_cap, with_length_cap
 from .model_files import check_model_files
 from .modeling_syntax_mt import DamagedModelFileError, check_weights_files
 from .syntax import Annotation, Annotator, load_annotator, locate_words, unsegmented_lines
@@ -277,9 +277,7 @@ class SyntaxTranslationPipeline(Pipeline):
         eos = self.model.generation_config.eos_token_id
         if eos is None:
             eos = self.model.config.eos_token_id
-        cap = SourceLengthCapLogitsProcessor(attention_mask, a, b, eos_token_id=eos[0] if isinstance(eos, list) else eos)
-        generate_kwargs["logits_processor"] = LogitsProcessorList([*(generate_kwargs.get("logits_processor") or []), cap])
-        return generate_kwargs
+        return with_length_cap(generate_kwargs, attention_mask, a, b, eos_token_id=eos[0] if isinstance(eos, list) else eos)
 
     def postprocess(self, batch):
         texts = [""] * batch["size"]

@@ -14,7 +14,7 @@ from typing import Optional
 
 import torch
 from torch.utils.data import DataLoader, SequentialSampler
-from transformers import LogitsProcessorList, Seq2SeqTrainer
+from transformers import Seq2SeqTrainer
 from transformers.modeling_utils import unwrap_model
 from transformers.trainer_optimizer import is_optimizer_factory
 from transformers.trainer_utils import seed_worker
@@ -22,7 +22,7 @@ from transformers.trainer_utils import seed_worker
 from .batching import TokenBudgetBatchSampler, pair_lengths
 from .budget import SaveLastCheckpointsCallback
 from .data_parallel import prepare_presplit, token_share
-from .length_cap import SourceLengthCapLogitsProcessor
+from .length_cap import with_length_cap
 from .model_card import write_model_card
 from .tokenization import clear_call_state
 
@@ -179,8 +179,8 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
             gen_kwargs = {k: v for k, v in self._gen_kwargs.items() if v is not None}
         cap_a, cap_b = getattr(self.args, "generation_max_length_a", 0), getattr(self.args, "generation_max_length_b", 0)
         if (cap_a or cap_b) and "attention_mask" in generation_inputs:  # each sentence's own source-relative cap
-            gen_kwargs = {**gen_kwargs, "logits_processor": LogitsProcessorList([SourceLengthCapLogitsProcessor(
-                generation_inputs["attention_mask"], cap_a, cap_b, eos_token_id=self.model.config.eos_token_id)])}
+            gen_kwargs = with_length_cap(gen_kwargs, generation_inputs["attention_mask"], cap_a, cap_b,
+                                         eos_token_id=self.model.config.eos_token_id)
         with torch.no_grad():
             generated = self.model.generate(**generation_inputs, **gen_kwargs)
             loss = None

@@ -28,8 +28,7 @@ def translate(model, tokenizer, sources: list[str], annotations: Optional[list[A
     import torch
 
     from hf_syntax_mt.data import SyntaxFeatureProcessor
-    from hf_syntax_mt.length_cap import SourceLengthCapLogitsProcessor
-    from transformers import LogitsProcessorList
+    from hf_syntax_mt.length_cap import with_length_cap
 
     config = model.config
     processor = SyntaxFeatureProcessor(
@@ -49,9 +48,10 @@ def translate(model, tokenizer, sources: list[str], annotations: Optional[list[A
         batch = processor([sources[k] for k in rows],
                           annotations=[annotations[k] for k in rows] if needs_parse else None).to(model.device)
         with torch.no_grad():
-            cap = ({"logits_processor": LogitsProcessorList([SourceLengthCapLogitsProcessor(
-                batch["attention_mask"], *length_cap, eos_token_id=config.eos_token_id)])} if length_cap else {})
-            out = model.generate(**batch, num_beams=num_beams, max_length=max_length, **cap)
+            generate = {"num_beams": num_beams, "max_length": max_length}
+            if length_cap:
+                generate = with_length_cap(generate, batch["attention_mask"], *length_cap, eos_token_id=config.eos_token_id)
+            out = model.generate(**batch, **generate)
         for k, hyp in zip(rows, tokenizer.batch_decode(out, skip_special_tokens=True)):
             hyps[k] = hyp.strip()
     return hyps
