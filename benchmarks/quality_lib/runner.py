@@ -180,7 +180,6 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
     metrics, model = trained.metrics, trained.model
     steps_per_epoch = trained.steps_per_epoch  # fixed-size or token-budget batches
     epochs_done = trained.global_step / steps_per_epoch
-    epochs_this_process = (trained.global_step - resumed_step) / steps_per_epoch
     stopped_after_epoch = deadline.stopped_after_epoch if deadline else None
     if deadline and trained.processes > 1 and trained.global_step < training_args.max_steps:  # the callback ran there
         stopped_after_epoch = round(epochs_done)
@@ -212,13 +211,14 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
         "planned_epochs": training.get("num_train_epochs"),
         "stopped_by_deadline_after_epoch": stopped_after_epoch,
         "best_checkpoint": os.path.basename(trained.best_model_checkpoint or "") or None,
-        "resumed_from_step": resumed_step or None,  # then runtime and tokens/s cover this process only
+        "resumed_from_step": resumed_step or None,  # runtime and tokens/s still cover the whole run (its checkpoints
+        # count the training seconds behind them: hf_syntax_mt.training_progress)
         "training_processes": processes,  # every process that trained the run: its steps, wall time and machine
         "training_wall_seconds_all_processes": round(sum(p["wall_seconds"] for p in processes), 1),
         "continued_from": continued_from,
         "train_runtime_seconds": round(metrics.get("train_runtime", 0.0), 1),
         "wall_time_seconds": round(time.time() - start, 1),  # up to the selected model's translations
-        "train_tokens_per_second": round(trained.train_tokens * epochs_this_process
+        "train_tokens_per_second": round(trained.train_tokens * epochs_done
                                          / max(metrics.get("train_runtime", 1e-9), 1e-9)),
         "final_train_loss": metrics.get("train_loss"),
         # the Trainer's greedy evaluations are on the selection split: "tune_..." or "dev_..."
