@@ -44,8 +44,7 @@ KINDS = [  # (kind, operator names or prefixes), first match wins
     ("copies and casts", {"aten::copy_", "aten::to", "aten::_to_copy", "aten::contiguous", "aten::clone"}),
     ("dropout masks", {"aten::bernoulli_", "aten::native_dropout", "aten::uniform_", "aten::random_"}),
     ("vocabulary softmax / loss", {"aten::_log_softmax", "aten::_log_softmax_backward_data", "aten::nll_loss_forward",
-                                   "aten::nll_loss_backward", "aten::nll_loss2d_forward", "aten::cross_entropy_loss",
-                                   "aten::logsumexp", "aten::exp", "aten::sub", "aten::div", "aten::scatter_"}),
+                                   "aten::nll_loss_backward", "aten::exp_"}),  # exp_: fast_ops' softmax of the loss
     ("attention softmax", {"aten::_softmax", "aten::_softmax_backward_data"}),
     ("optimizer", {"aten::_fused_adamw_", "aten::_foreach_mul_", "aten::_foreach_add_", "aten::_foreach_addcmul_",
                    "aten::_foreach_lerp_", "aten::_foreach_sqrt", "aten::_foreach_div_", "aten::_foreach_addcdiv_",
@@ -54,7 +53,8 @@ KINDS = [  # (kind, operator names or prefixes), first match wins
                                            "aten::zero_", "aten::masked_fill", "aten::masked_fill_", "aten::where",
                                            "aten::relu", "aten::threshold_backward", "aten::gelu",
                                            "aten::gelu_backward", "aten::sum", "aten::native_layer_norm",
-                                           "aten::native_layer_norm_backward", "aten::embedding_dense_backward"}),
+                                           "aten::native_layer_norm_backward", "aten::embedding_dense_backward",
+                                           "aten::sub", "aten::div", "aten::exp", "aten::sqrt", "aten::scatter_"}),
 ]
 
 

@@ -1,7 +1,8 @@
 """Two training operators that compute what their `torch.nn.functional` counterparts compute with fewer passes
 over memory on a CPU: dropout with a cheaper random mask, and label-smoothed cross-entropy whose gradient is made
-in the forward pass. Profiled on the KFTT recipe's step (`benchmarks/step_profile.py`), the vocabulary softmax with
-label smoothing and the dropout masks were a fifth of a CPU step that was not matrix work.
+in the forward pass. On the KFTT recipe's step (`benchmarks/step_profile.py`) the vocabulary softmax with label
+smoothing and the dropout masks were ~22% of a bf16 step on an Intel Xeon with AMX and ~11% of an fp32 step on an AVX2
+AMD EPYC.
 """
 
 from __future__ import annotations
