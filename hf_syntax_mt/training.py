@@ -83,6 +83,7 @@ from .training_args import (
     DataArguments,
     ModelArguments,
     SyntaxMTTrainingArguments,
+    launched_rank,
     parse_config_overrides,
     require_at_least,
 )
@@ -554,7 +555,8 @@ def train(model_args: ModelArguments, data_args: DataArguments, training_args: S
     start = time.time()
     use_huge_pages_for_large_tensors()  # before the model's first large tensor (hf_syntax_mt.fast_ops)
     _check_training_arguments(training_args, data_args)
-    with locked_output_dir(training_args.output_dir, enabled=training_args.should_save):
+    # one holder for the whole run: the process that saves, and only process 0 of a launched run
+    with locked_output_dir(training_args.output_dir, enabled=training_args.should_save and launched_rank() == 0):
         return _train(model_args, data_args, training_args, start, tokenizer=tokenizer, annotator=annotator,
                       target_annotator=target_annotator, raw_datasets=raw_datasets, callbacks=callbacks,
                       command=command)

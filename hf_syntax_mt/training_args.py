@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Optional
@@ -132,6 +133,17 @@ class DataArguments:
         require_at_least(self, 1, ("preprocessing_num_workers",), "a number of processes")
 
 
+def launched_processes() -> int:
+    """How many processes a launcher (torch elastic under `--processes`, `torchrun`) started for this run: its
+    `$WORLD_SIZE`, 1 without a launcher."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def launched_rank() -> int:
+    """This process's global rank among them (`$RANK`), 0 without a launcher."""
+    return int(os.environ.get("RANK", "0"))
+
+
 @dataclass
 class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
     """`Seq2SeqTrainingArguments` with the package's recipe as defaults (all overridable):
@@ -209,7 +221,8 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
         """The recipe saves and evaluates each epoch to keep the best checkpoint; when only one of
         `eval_strategy` / `save_strategy` is changed, the other follows it (best-checkpoint
         selection needs a checkpoint at every evaluation), and `eval_strategy="no"` turns it off.
-        `--bf16` on a machine without a GPU trains on the CPU (sets `use_cpu`)."""
+        `--bf16` on a machine without a GPU trains on the CPU (sets `use_cpu`), and so do processes that a launcher
+        (`--processes`, `torchrun`) started on such a machine: they are data-parallel CPU processes."""
         def value(strategy):
             return str(getattr(strategy, "value", strategy))
 
@@ -229,6 +242,9 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
                 raise ValueError("--bf16: this GPU does not compute in bf16 (an Ampere or newer GPU does): use --fp16, "
                                  "or add --use_cpu to train on the CPU in bf16")
             self.use_cpu = True  # no GPU: bf16 autocast on the CPU, which transformers only allows with use_cpu
+        if not self.use_cpu and launched_processes() > 1 and not is_torch_cuda_available() \
+                and not is_torch_xla_available():
+            self.use_cpu = True  # else accelerate sees one process in each: every process would be process 0
         super().__post_init__()
         for name in ("max_tokens_per_batch", "eval_max_tokens_per_batch"):
             budget = getattr(self, name)
