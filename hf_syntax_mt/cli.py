@@ -482,9 +482,12 @@ def cmd_average(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .demo import run_from_args
+    from .demo import DemoInterrupted, run_from_args
 
-    run_from_args(args)
+    try:
+        run_from_args(args)
+    except DemoInterrupted as stop:  # training printed where it stopped and how to resume
+        return 128 + stop.signal_number
     return 0
 
 
@@ -603,6 +606,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ValueError, ImportError, OSError, SafetensorError) as err:  # SafetensorError: a damaged weights file
         print(f"hf-syntax-mt {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C outside what a command handles itself (training saves a checkpoint)
+        print(f"hf-syntax-mt {args.command}: interrupted", file=sys.stderr)
+        return 128 + signal.SIGINT
 
 
 if __name__ == "__main__":

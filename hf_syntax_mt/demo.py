@@ -38,6 +38,14 @@ DEMO_MODEL = dict(
 )
 
 
+class DemoInterrupted(Exception):
+    """Ctrl-C / SIGTERM stopped a preset's training at a checkpoint; `signal_number` is the signal."""
+
+    def __init__(self, signal_number: int):
+        super().__init__(f"interrupted by signal {signal_number}")
+        self.signal_number = signal_number
+
+
 def _progress_callback(preset: str, stream):
     """A `TrainerCallback` printing one line at each training log (step, loss, seconds) to `stream`, so the
     demo shows its progress by default while the Trainer's own log dicts stay hidden."""
@@ -72,7 +80,8 @@ def run_demo(
     threads: Optional[int] = None,
 ) -> dict:
     """Run the demo; returns `{preset: {"bleu", "chrf", "train_seconds", "output_dir"}}`. `threads`: torch's
-    CPU threads (default: $HF_SYNTAX_MT_THREADS, else torch's own)."""
+    CPU threads (default: $HF_SYNTAX_MT_THREADS, else torch's own). Ctrl-C / SIGTERM during a training saves a
+    checkpoint and raises `DemoInterrupted`; the same call then resumes from it (other corpus settings start anew)."""
     import torch
     from transformers import logging as hf_logging
     from transformers import pipeline
@@ -97,7 +106,8 @@ def run_demo(
     start = time.time()
     corpus_settings = {"n_train": n_train, "n_dev": n_dev, "seed": seed}
     settings_file = data_dir / "corpus_settings.json"
-    if not settings_file.is_file() or json.loads(settings_file.read_text()) != corpus_settings:
+    corpus_changed = not settings_file.is_file() or json.loads(settings_file.read_text()) != corpus_settings
+    if corpus_changed:
         write_synthetic_corpus(data_dir, n_train=n_train, n_dev=n_dev, n_test=0, seed=seed)
         settings_file.write_text(json.dumps(corpus_settings))
     print(f"synthetic corpus: {n_train} train / {n_dev} dev pairs in {data_dir}  (e.g.)")
@@ -114,12 +124,15 @@ def run_demo(
             train_file=str(data_dir / "train"), validation_file=str(data_dir / "dev"),
             max_source_length=64, max_target_length=64, cache_dir=str(out_dir / "cache"),
         )
+        # a checkpoint in run_dir is the one an interrupt left (the demo saves none): the same command resumes it
+        resume = not corpus_changed and any(run_dir.glob("checkpoint-*"))
         training_args = SyntaxMTTrainingArguments(
             output_dir=str(run_dir), max_steps=max_steps, per_device_train_batch_size=batch_size,
             per_device_eval_batch_size=100, learning_rate=learning_rate, warmup_steps=warmup_steps,
             eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
             logging_steps=max(1, max_steps // 6),
-            seed=seed, use_cpu=True, disable_tqdm=not verbose, dataloader_num_workers=0, overwrite_output_dir=True,
+            seed=seed, use_cpu=True, disable_tqdm=not verbose, dataloader_num_workers=0,
+            overwrite_output_dir=not resume,
         )
         t0 = time.time()
         print(f"training {preset} ({max_steps} steps)", flush=True)
@@ -127,6 +140,8 @@ def run_demo(
         with contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO()):  # the Trainer's log dicts
             result = train(model_args, data_args, training_args, tokenizer=tokenizer, callbacks=[progress],
                            command=f"hf-syntax-mt demo (preset {preset})")
+        if result.interrupted_by is not None:  # training logged where it stopped and how to resume
+            raise DemoInterrupted(result.interrupted_by)
         tokenizer = result.trainer.processing_class  # one shared tokenizer for a fair comparison
         results[preset] = {
             "bleu": result.metrics.get("eval_bleu"),

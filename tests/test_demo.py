@@ -1,6 +1,11 @@
 """`hf-syntax-mt demo` at toy size: a rerun with other corpus settings regenerates the corpus and retrains;
 what it prints."""
 
+import os
+import signal
+import subprocess
+import sys
+
 from hf_syntax_mt.demo import run_demo
 
 from training_helpers import scratch_dir
@@ -47,3 +52,32 @@ def test_demo_shows_where_the_presets_differ_without_log_dicts(capsys):
         assert names == list(results)
         texts = {line[len("  ") + 28 + 2:] for line in outputs}
         assert len(texts) == 2  # the two presets' translations differ
+
+
+def test_demo_interrupted_stops_with_one_line_and_the_same_command_resumes(tmp_path):
+    """SIGINT during the first preset's training: a checkpoint, exit 130, the training's one line (no traceback);
+    the same command resumes from that checkpoint and finishes."""
+    command = [sys.executable, "-c", "import sys; from hf_syntax_mt.cli import main; sys.exit(main())", "demo",
+               "--out", str(tmp_path / "demo"), "--presets", "transformer_abs", "--n-train", "64", "--n-dev", "4",
+               "--max-steps", "600", "--batch-size", "8", "--threads", "1"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in process.stdout:
+            if line.startswith("  transformer_abs: step "):  # the first training log: training runs
+                process.send_signal(signal.SIGINT)
+                break
+        _, err = process.communicate(timeout=300)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err[-3000:]
+    assert "Traceback" not in err
+    [checkpoint] = (tmp_path / "demo" / "transformer_abs").glob("checkpoint-*")
+    step = int(checkpoint.name.split("-")[1])
+    assert err.rstrip().splitlines()[-1] == (f"interrupted at step {step}: checkpoint saved in {checkpoint}; rerun "
+                                             "the same command to resume")
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    progress = [line for line in done.stdout.splitlines() if line.startswith("  transformer_abs: step ")]
+    assert int(progress[0].split()[2].split("/")[0]) > step  # resumed: no log of a step before the checkpoint
+    assert "transformer_abs              dev BLEU" in done.stdout
