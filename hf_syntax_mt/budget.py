@@ -6,12 +6,20 @@ the budget ends, and the mean of the last checkpoints (fairseq's `average_checkp
 is a mean of trained models only if they were saved near that end. `SaveLastCheckpointsCallback` saves k of them,
 evenly over the last share s of the budget:
 
-    steps B − j · round(s · B / k) for j = 0 … k − 1
+    steps B − j · round(s · B / k) for j = 0 … k − 1, those above B − s · B
+
+(fewer than k when the last share holds fewer updates).
 """
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+logger = logging.getLogger(__name__)
 
 
 def last_checkpoint_steps(max_steps: int, count: int, span: float) -> list[int]:
@@ -21,7 +29,15 @@ def last_checkpoint_steps(max_steps: int, count: int, span: float) -> list[int]:
         raise ValueError(f"save_last_checkpoints={count}, save_last_span={span}: expected a count >= 1 and a "
                          "share of the budget in (0, 1]")
     interval = max(1, round(span * max_steps / count))
-    return sorted({max_steps - j * interval for j in range(count) if max_steps - j * interval >= 1})
+    first = max(0.0, max_steps - span * max_steps)
+    return sorted({max_steps - j * interval for j in range(count) if max_steps - j * interval > first})
+
+
+def checkpoints_kept_for_averaging(max_steps: int, count: int, span: float, keeps_best: bool) -> int:
+    """The `save_total_limit` that keeps every one of the last checkpoints (`last_checkpoint_steps`, the requested
+    `count` when the budget is not known yet), plus the best one when it is kept too (it may be older)."""
+    saved = len(last_checkpoint_steps(max_steps, count, span)) if max_steps > 0 else count
+    return saved + int(keeps_best)
 
 
 class SaveLastCheckpointsCallback(TrainerCallback):
@@ -42,3 +58,13 @@ class SaveLastCheckpointsCallback(TrainerCallback):
         if state.global_step in self.steps:
             control.should_save = True
         return control
+
+    def on_train_end(self, args, state, control, **kwargs):
+        """Say which of the last checkpoints the run holds (to average them: `hf-syntax-mt average`)."""
+        if not state.is_world_process_zero or not self.steps:
+            return
+        held = [step for step in sorted(self.steps)
+                if (Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{step}").is_dir()]
+        logger.info("the last %d checkpoints over the last %g%% of the budget are in %s: steps %s (hf-syntax-mt "
+                    "average --run-dir %s --last %d averages them)", len(held), 100 * self.span, args.output_dir,
+                    ", ".join(map(str, held)) or "none yet", args.output_dir, len(held))

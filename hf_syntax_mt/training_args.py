@@ -6,6 +6,7 @@ package's recipe defaults), and `parse_config_overrides` for `--config_overrides
 from __future__ import annotations
 
 import ast
+import logging
 import math
 import os
 import re
@@ -16,10 +17,12 @@ from transformers import Seq2SeqTrainingArguments
 from transformers.utils import is_torch_bf16_gpu_available, is_torch_cuda_available, is_torch_xla_available
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy, SchedulerType
 
-from .budget import last_checkpoint_steps
+from .budget import checkpoints_kept_for_averaging, last_checkpoint_steps
 from .length_cap import check_length_cap
 from .tokenization import SPECIAL_TOKENS
 from .training_progress import DEFAULT_WARMUP_STEPS
+
+logger = logging.getLogger(__name__)
 
 RECIPE_LABEL_SMOOTHING = 0.1  # the seeds' ε; the model's own default is plain cross-entropy (SPEC §1)
 
@@ -263,10 +266,25 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
         if self.generation_max_length_a or self.generation_max_length_b:
             check_length_cap(self.generation_max_length_a, self.generation_max_length_b)
         if self.save_last_checkpoints:
-            last_checkpoint_steps(max(self.max_steps, 1), self.save_last_checkpoints, self.save_last_span)
+            self._keep_the_last_checkpoints()
         if self.syntax_lr_multiplier is not None and self.syntax_learning_rate is not None:
             raise ValueError("--syntax_lr_multiplier and --syntax_learning_rate both set the syntax parameters' "
                              "learning rate: give one of them")
+
+    def _keep_the_last_checkpoints(self) -> None:
+        """`--save_last_checkpoints k` saves k checkpoints (fewer when the last `--save_last_span` of `--max_steps`
+        holds fewer updates: said in one line) and raises a `--save_total_limit` that would delete some of them."""
+        count, span = self.save_last_checkpoints, self.save_last_span
+        steps = last_checkpoint_steps(max(self.max_steps, 1), count, span)
+        if self.max_steps > 0 and len(steps) < count:
+            logger.warning("--save_last_checkpoints %d: the last %g%% of the %d updates holds %d of them; saving "
+                           "those %d", count, 100 * span, self.max_steps, len(steps), len(steps))
+        needed = checkpoints_kept_for_averaging(self.max_steps, count, span, keeps_best=self.load_best_model_at_end)
+        if self.save_total_limit is not None and self.save_total_limit < needed:
+            logger.warning("--save_last_checkpoints %d: --save_total_limit raised from %d to %d so that the "
+                           "rotation keeps them%s", count, self.save_total_limit, needed,
+                           " and the best checkpoint" if self.load_best_model_at_end else "")
+            self.save_total_limit = needed
 
     @property
     def syntax_parameter_learning_rate(self) -> float:

@@ -19,6 +19,7 @@ def test_last_checkpoint_steps_lie_evenly_over_the_end_of_the_budget():
     assert last_checkpoint_steps(6348, 5, 0.25) == [5080, 5397, 5714, 6031, 6348]
     assert last_checkpoint_steps(12, 3, 0.5) == [8, 10, 12]
     assert last_checkpoint_steps(3, 5, 1.0) == [1, 2, 3]  # fewer steps than checkpoints asked for
+    assert last_checkpoint_steps(20, 1000, 0.25) == [16, 17, 18, 19, 20]  # only the last 25%, not every update
     for count, span in ((0, 0.25), (3, 0.0), (3, 1.5)):
         with pytest.raises(ValueError, match="save_last_checkpoints"):
             last_checkpoint_steps(100, count, span)
@@ -30,6 +31,29 @@ def test_bad_budget_and_length_cap_arguments_are_named(tmp_path):
                                   save_last_span=2.0, use_cpu=True)
     with pytest.raises(ValueError, match="max_length_a"):
         SyntaxMTTrainingArguments(output_dir=str(tmp_path), generation_max_length_a=-1.0, use_cpu=True)
+
+
+def test_save_last_checkpoints_raises_a_save_total_limit_that_would_delete_some(tmp_path, caplog):
+    """The default --save_total_limit 2 kept 2 of 4 (and the best one may be older: one more)."""
+    args = SyntaxMTTrainingArguments(output_dir=str(tmp_path), max_steps=20, save_last_checkpoints=4, use_cpu=True)
+    assert args.save_total_limit == 5 and "--save_total_limit raised from 2 to 5" in caplog.text
+    caplog.clear()
+    args = SyntaxMTTrainingArguments(output_dir=str(tmp_path), max_steps=20, save_last_checkpoints=1000,
+                                     load_best_model_at_end=False, use_cpu=True)
+    assert args.save_total_limit == 5
+    assert "the last 25% of the 20 updates holds 5 of them; saving those 5" in caplog.text
+    unlimited = SyntaxMTTrainingArguments(output_dir=str(tmp_path), max_steps=20, save_last_checkpoints=4,
+                                          save_total_limit=None, use_cpu=True)
+    assert unlimited.save_total_limit is None
+
+
+def test_a_run_keeps_every_one_of_its_last_checkpoints_and_says_which(caplog):
+    out = scratch_dir("keep_last")
+    caplog.set_level("INFO", logger="hf_syntax_mt.budget")
+    train(*tiny_args(out, max_steps=8, eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
+                     save_last_checkpoints=4, save_last_span=0.5))
+    assert sorted(int(p.name.split("-")[1]) for p in out.glob("checkpoint-*")) == [5, 6, 7, 8]
+    assert f"the last 4 checkpoints over the last 50% of the budget are in {out}: steps 5, 6, 7, 8" in caplog.text
 
 
 def test_budgeted_run_decays_to_zero_and_saves_over_its_last_part():
