@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -603,6 +604,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise
         print(stop.code, file=sys.stderr)  # a user error, explained in one line
         return 2
+    except BrokenPipeError:  # the reader of stdout went away (`| head`): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush then writes nowhere
+        return 128 + signal.SIGPIPE
     except (ValueError, ImportError, OSError, SafetensorError) as err:  # SafetensorError: a damaged weights file
         print(f"hf-syntax-mt {args.command}: error: {err}", file=sys.stderr)
         return 2

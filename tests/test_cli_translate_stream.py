@@ -189,3 +189,15 @@ def test_conllu_with_another_number_of_sentences_is_refused(capsys):
     assert capsys.readouterr().err == (f"hf-syntax-mt translate: --conllu {work / 'in.conllu'} has 3 sentences but the "
                                        "input has 2 lines that are not blank: one sentence per such line, in the same "
                                        "order\n")
+
+
+def test_translate_into_a_pipe_that_closes_stops_quietly(abs_model):
+    """`hf-syntax-mt translate ... | head -3`: when the reader goes away the command stops without a word on stderr,
+    with cat's status (128 + SIGPIPE), not 'error: [Errno 32] Broken pipe' and 2."""
+    model, infile = abs_model
+    done = subprocess.run(["bash", "-c", 'set -o pipefail; "$@" | head -3', "bash", *TRANSLATE, "--model", str(model),
+                           "--batch-size", "4", "--max-new-tokens", "8", str(infile)],
+                          capture_output=True, text=True, env=ENV, timeout=300)
+    assert len(done.stdout.splitlines()) == 3
+    assert done.stderr == ""
+    assert done.returncode == 128 + signal.SIGPIPE
