@@ -29,11 +29,14 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import tempfile
 import threading
+import time
 import uuid
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .cli import without_option
@@ -110,14 +113,49 @@ def prepare_presplit(accelerator, dataloader):
 
 
 def _worker(entrypoint: Callable, threads: int, *args) -> Any:
-    """One process: `threads` torch threads (also for code that reads `$HF_SYNTAX_MT_THREADS`), then the work."""
+    """One process: `threads` torch threads (also for code that reads `$HF_SYNTAX_MT_THREADS`, and
+    `$OMP_NUM_THREADS`, without which accelerate sets its own count), then the work."""
     import torch
 
     from .threads import THREADS_ENV
 
-    os.environ[THREADS_ENV] = str(threads)
+    os.environ[THREADS_ENV] = os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
     return entrypoint(*args)
+
+
+LAUNCHER_LOGGERS = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing")
+
+
+@contextlib.contextmanager
+def _launcher_log_to(path: Optional[Path]):
+    """While the processes run, torch elastic's own log (its tracebacks of a failed process and its report) goes to
+    `path` instead of the console (None: left as it is). Also keeps the launcher's resource tracker quiet about the
+    semaphores a killed process leaves."""
+    if path is None:
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    loggers = [logging.getLogger(name) for name in LAUNCHER_LOGGERS]
+    propagate = [log.propagate for log in loggers]
+    warnings = os.environ.get("PYTHONWARNINGS")
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [warnings, "ignore::UserWarning:multiprocessing.resource_tracker"]))
+    for log in loggers:
+        log.addHandler(handler)
+        log.propagate = False
+    try:
+        yield
+    finally:
+        for log, value in zip(loggers, propagate):
+            log.removeHandler(handler)
+            log.propagate = value
+        handler.close()
+        if warnings is None:
+            os.environ.pop("PYTHONWARNINGS", None)
+        else:
+            os.environ["PYTHONWARNINGS"] = warnings
 
 
 @contextlib.contextmanager
@@ -134,26 +172,44 @@ def _sigint_left_to_workers():
         signal.signal(signal.SIGINT, previous)
 
 
-def launch(entrypoint: Callable, *args, processes: int, threads: int = 1) -> Any:
+def launch(entrypoint: Callable, *args, processes: int, threads: int = 1, log_dir: Optional[Path] = None) -> Any:
     """Run `entrypoint(*args)` in `processes` local processes started by torch elastic (as `torchrun --standalone
     --nproc-per-node N` would: `RANK`, `WORLD_SIZE`, `MASTER_ADDR` set; the Trainer then trains with DDP, gloo
     on the CPU), `threads` torch threads each; returns process 0's return value. `entrypoint` and `args` must
     pickle (the processes are spawned). Only process 0's output reaches the console; a failed process raises
-    torch's `ChildFailedError` with its traceback. One process is this one: no launcher, no DDP."""
+    torch's `ChildFailedError`. The other processes' output and torch elastic's log go to `log_dir` (`LAUNCHER_LOG`
+    there; removed after a run that succeeded), else to a temporary folder and elastic's log to the console. One
+    process is this one: no launcher, no DDP."""
     if processes == 1:
         return _worker(entrypoint, threads, *args)
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    with tempfile.TemporaryDirectory(prefix="hf_syntax_mt_processes_") as log_dir:
+    with contextlib.ExitStack() as stack:
+        if log_dir is None:
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="hf_syntax_mt_processes_"))
+        else:
+            folder = tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=_made(Path(log_dir)))
         config = LaunchConfig(
             min_nodes=1, max_nodes=1, nproc_per_node=processes, run_id=uuid.uuid4().hex, rdzv_backend="c10d",
             rdzv_endpoint="localhost:0", max_restarts=0, signals_to_handle="SIGTERM,SIGHUP,SIGQUIT",
-            logs_specs=DefaultLogsSpecs(log_dir=log_dir, redirects={rank: Std.ALL for rank in range(1, processes)}),
+            logs_specs=DefaultLogsSpecs(log_dir=folder, redirects={rank: Std.ALL for rank in range(1, processes)}),
         )
-        with _sigint_left_to_workers():
+        with _sigint_left_to_workers(), _launcher_log_to(None if log_dir is None else Path(folder) / LAUNCHER_LOG):
             returned = elastic_launch(config, _worker)(entrypoint, threads, *args)
+        if log_dir is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                Path(log_dir).rmdir()  # unless an earlier run's failure is kept there
     return returned[0]
+
+
+LAUNCHER_LOG = "launcher.log"
+
+
+def _made(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def train_in_processes(processes: int, model_args, data_args, training_args, *, threads: int = 1,
@@ -204,14 +260,41 @@ def train_with_processes(argv: list[str], processes: int, threads: Optional[int]
 
     check_processes(processes, threads, training_args, data_args)
     logger.info("training with %d data-parallel processes, %d torch thread(s) each", processes, threads or 1)
+    log_dir = Path(training_args.output_dir) / PROCESS_LOGS
     try:
-        return launch(main, worker_arguments(argv, training_args), processes=processes, threads=threads or 1)
+        return launch(main, worker_arguments(argv, training_args), processes=processes, threads=threads or 1,
+                      log_dir=log_dir)
     except ChildFailedError as err:
-        print(f"hf-syntax-mt-train: error: a training process failed:\n{err.format_msg()}", file=sys.stderr)
+        print(f"hf-syntax-mt-train: error: {report_failure(err, training_args.output_dir, log_dir)}", file=sys.stderr)
         return 1
     except SignalException as err:
         return 128 + int(err.sigval)
 
 
-__all__ = ["PROCESSES_HELP", "available_cores", "check_processes", "launch", "prepare_presplit", "token_share",
-           "train_in_processes", "train_with_processes", "worker_arguments"]
+PROCESS_LOGS = "_processes"
+"""The folder of the output dir where a failed `--processes` run keeps its processes' output and torch elastic's
+report (`Trainer.push_to_hub` uploads no `_*` file)."""
+
+
+def report_failure(err, output_dir, log_dir: Path) -> str:
+    """Add torch elastic's report of a `ChildFailedError` to the launcher log in `log_dir` and return one line:
+    which process failed and how (its exit status or signal), the last checkpoint and the command that resumes
+    from it, and where the processes' logs are."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    rank, failure = err.get_first_failure()
+    how = f"was killed by {failure.signal_name()}" if failure.exitcode < 0 else f"exited with status {failure.exitcode}"
+    reports = sorted(Path(log_dir).glob(f"*/{LAUNCHER_LOG}"))  # the newest: this run's (named by its start)
+    logs = reports[-1].parent if reports else log_dir
+    if reports:
+        with reports[-1].open("a", encoding="utf-8") as log:
+            log.write(err.format_msg() + "\n")
+    checkpoint = get_last_checkpoint(str(output_dir)) if Path(output_dir).is_dir() else None
+    resume = (f"the last checkpoint is {checkpoint}: rerun the same command to resume from it" if checkpoint else
+              "no checkpoint was saved: rerun the same command to start again")
+    return f"training process {rank} (pid {failure.pid}) {how}; {resume} (the processes' output and torch elastic's " \
+           f"report: {logs})"
+
+
+__all__ = ["PROCESSES_HELP", "available_cores", "check_processes", "launch", "prepare_presplit", "report_failure",
+           "token_share", "train_in_processes", "train_with_processes", "worker_arguments"]

@@ -145,28 +145,45 @@ def test_two_process_runs_into_fresh_folders_all_finish_with_their_model(tmp_pat
 
 
 @pytest.mark.slow
-def test_a_killed_two_process_run_leaves_a_lock_that_the_rerun_takes(tmp_path):
-    """SIGKILL to the launcher and its processes once the first checkpoint is written (the next one is 50 updates
-    away: a checkpoint cut in the middle is `check_checkpoint_files`' case): the lock file stays, its lock went with
-    the processes, and the same command resumes from the checkpoint and finishes."""
+def test_a_killed_process_stops_the_run_with_one_line_and_the_rerun_takes_its_lock(tmp_path):
+    """SIGKILL to one of the two training processes once the first checkpoint is written (the next one is 50 updates
+    away: a checkpoint cut in the middle is `check_checkpoint_files`' case). The launcher stops the other and says in
+    one line which process died of what, the last checkpoint and how to resume; torch elastic's tracebacks and
+    report go to a log file. The lock file stays, its lock went with the processes: the same command resumes."""
     if available_cores() < 2:
         pytest.skip("needs 2 cores")
+    import psutil
+
     out = tmp_path / "out"
     command = _train_command(out, "--max_steps", "150", "--save_strategy", "steps", "--save_steps", "50",
                              "--max_tokens_per_batch", "96", "--processes", "2")
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV,
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV,
                                start_new_session=True)
     try:
         deadline = time.time() + 240
         while not (out / "checkpoint-50" / "trainer_state.json").is_file() and time.time() < deadline:
             time.sleep(0.1)
         assert (out / "checkpoint-50").is_dir(), "no checkpoint within 240 s"
+        workers = [child for child in psutil.Process(process.pid).children(recursive=True)
+                   if "spawn_main" in " ".join(child.cmdline())]
+        assert len(workers) == 2
+        victim = max(workers, key=lambda child: child.pid)
+        victim.kill()
+        _, err = process.communicate(timeout=120)
     finally:
         os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
+    assert process.returncode == 1
+    assert "Traceback" not in err and "Root Cause" not in err and "ProcessExitedException" not in err
+    line = err.rstrip().splitlines()[-1]
+    assert line.startswith(f"hf-syntax-mt-train: error: training process ")
+    assert f"(pid {victim.pid}) was killed by SIGKILL; the last checkpoint is {out}/checkpoint-50: rerun the same " \
+           "command to resume from it (the processes' output and torch elastic's report: " in line
+    [report] = (out / "_processes").glob("*/launcher.log")
+    assert line.endswith(f"{report.parent})") and "Root Cause" in report.read_text()
     assert (out / LOCK_NAME).is_file() and not (out / "model.safetensors").exists()
     done = subprocess.run(command, capture_output=True, text=True, env=ENV, timeout=300)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     assert f"resuming from {out}/checkpoint-50" in done.stdout + done.stderr
     assert (out / "model.safetensors").is_file()
     assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 150
+    assert [path.name for path in (out / "_processes").iterdir()] == [report.parent.name]  # the rerun's: removed
