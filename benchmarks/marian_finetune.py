@@ -15,7 +15,7 @@ The stand-in for a Hub checkpoint such as Helsinki-NLP/opus-mt-ja-en, built from
 2. a `MarianMTModel` of the recipe size (d_model 256, 3+3 layers, 4 heads, FFN 1024; swish and scaled
    embeddings as opus-mt) pretrained from scratch by the recipe (AdamW 7e-4, β2 0.98, 800 warm-up steps
    then inverse-sqrt, label smoothing 0.1, batch 64, `--pretrain-epochs`), saved as a Marian checkpoint;
-3. for every arm and seed, `hf_syntax_mt.training.train` with `--model_name_or_path <that checkpoint>`:
+3. for every arm and seed, `hf_syntax_mt.training.run.train` with `--model_name_or_path <that checkpoint>`:
    `marian` = converted to `transformer_abs` (Marian's function and training path, no syntax: plain Marian
    continued), `dep_rel`, `dep_labeled_rel`; a short schedule (`--finetune-epochs`, peak lr `--finetune-lr`);
    GiNZA parses computed once (cached by `quality.py`'s parse cache) and shared by all runs;
@@ -59,7 +59,7 @@ import quality  # noqa: E402  (benchmarks/ is on sys.path with this script)
 from quality_lib.corpus import build_parser, parse_cached  # noqa: E402
 from quality_lib.runner import device_description  # noqa: E402
 from quality_lib.translation import score, translate  # noqa: E402
-from quality_lib.summary import bleu_statistics, paired_bootstrap  # noqa: E402
+from quality_lib.scores import bleu_statistics, paired_bootstrap  # noqa: E402
 from results_md import write_section  # noqa: E402
 from hf_syntax_mt.syntax import PreParsedAnnotator, apply_source_spacing  # noqa: E402
 
@@ -118,7 +118,7 @@ class Corpus:
 
 def train_sentencepiece_pair(corpus: Corpus, directory: Path, sizes: dict):
     """source.spm / target.spm (unigram, as opus-mt) + Marian's joint vocab.json; returns the MarianTokenizer."""
-    from hf_syntax_mt.convert_marian import train_marian_tokenizer
+    from hf_syntax_mt.hub.convert_marian import train_marian_tokenizer
 
     return train_marian_tokenizer(directory, corpus.sources["train"], corpus.targets["train"], sizes["source"],
                                   sizes["target"], source_coverage=0.9995, num_threads=2, source_lang="ja",
@@ -226,8 +226,8 @@ def step0(arm: str, pretrained: Path, corpus: Corpus, results_dir: Path) -> dict
 
 
 def finetune(arm: str, seed: int, pretrained: Path, corpus: Corpus, files: dict, args) -> dict:
-    """One arm × seed with `hf_syntax_mt.training.train` from the Marian checkpoint."""
-    from hf_syntax_mt.training import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
+    """One arm × seed with `hf_syntax_mt.training.run.train` from the Marian checkpoint."""
+    from hf_syntax_mt.training.run import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
 
     result_path = args.results_dir / arm / f"seed{seed}.json"
     preset = ARMS[arm]

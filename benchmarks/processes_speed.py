@@ -4,8 +4,8 @@
     python benchmarks/processes_speed.py [--processes 2] [--max-steps 30] [--pairs 3000] [--rounds 1]
         [--output benchmarks/results/processes_speed.json]
 
-Both configurations run the project's training (`hf_syntax_mt.training.train`, the Trainer) through
-`hf_syntax_mt.data_parallel.train_in_processes` (the launcher behind `--processes`): 1 process x N torch threads
+Both configurations run the project's training (`hf_syntax_mt.training.run.train`, the Trainer) through
+`hf_syntax_mt.training.run.train_in_processes` (the launcher behind `--processes`): 1 process x N torch threads
 (this process), then N processes x 1 thread (DDP over gloo, each 2,048-token batch split between the processes),
 `--rounds` times in turn. The model
 is the KFTT recipe's (transformer_abs, d_model 256, 3+3 layers, 4 heads, ffn 1024, joint BPE 8k, dropout and label
@@ -45,7 +45,7 @@ def write_pairs(prefix: Path, pairs: int, kftt: Path) -> str:
             chosen = list(itertools.islice(kept, pairs))
         source = f"KFTT train, first {len(chosen)} pairs"
     else:
-        from hf_syntax_mt.synthetic import generate_synthetic_corpus
+        from hf_syntax_mt.features.synthetic import generate_synthetic_corpus
 
         chosen = [(example.source, example.target) for example in generate_synthetic_corpus(pairs, seed=0)]
         source = f"generated text ({pairs} pairs; KFTT not found at {kftt})"
@@ -56,8 +56,8 @@ def write_pairs(prefix: Path, pairs: int, kftt: Path) -> str:
 
 def train_and_time(settings: dict, processes: int, threads: int) -> dict:
     """One timed training run in `processes` processes x `threads` threads (`train_in_processes`)."""
-    from hf_syntax_mt.data_parallel import train_in_processes
-    from hf_syntax_mt.training import DataArguments, ModelArguments, SyntaxMTTrainingArguments, cpu_has_native_bf16
+    from hf_syntax_mt.training.run import train_in_processes
+    from hf_syntax_mt.training.run import DataArguments, ModelArguments, SyntaxMTTrainingArguments, cpu_has_native_bf16
 
     model_args = ModelArguments(preset="transformer_abs", vocab_size=8000,
                                 config_overrides=",".join(f"{k}={v!r}" for k, v in MODEL.items()))
@@ -77,7 +77,7 @@ def train_and_time(settings: dict, processes: int, threads: int) -> dict:
 
 
 def main(argv=None) -> dict:
-    from hf_syntax_mt.data_parallel import available_cores
+    from hf_syntax_mt.training.data_parallel import available_cores
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--processes", type=int, default=available_cores(),

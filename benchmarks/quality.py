@@ -25,7 +25,7 @@ For every (preset, seed):
    `scripts/device_quality.sh` prepares, train on parses made elsewhere);
    every run gets them through a `PreParsedAnnotator`, so no run parses again and the
    `datasets` feature cache of `add_syntax_features` is shared by all runs of a preset family;
-3. `hf_syntax_mt.training.train` (greedy BLEU each epoch on the selection split picks the checkpoint: the
+3. `hf_syntax_mt.training.run.train` (greedy BLEU each epoch on the selection split picks the checkpoint: the
    recipe's `data.tune` where it has one, else dev; `early_stopping_patience` stops after that many
    evaluations without a better score there);
 4. the best model translates dev (and every `--extra-eval` set) with beam `final_num_beams`
@@ -77,7 +77,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from hf_syntax_mt.cli import positive_int
+from hf_syntax_mt.training.command_line import positive_int
 from quality_lib.carry import carry_command
 from quality_lib.recipes import REPO
 from quality_lib.runner import RunInterrupted, blind_command, parse_command, run
@@ -113,7 +113,7 @@ def build_parser_cli() -> argparse.ArgumentParser:
     p_run.add_argument("--threads", type=int, default=2, help="torch threads (with --processes: of the translations)")
     p_run.add_argument("--processes", type=positive_int, default=1,
                        help="Train with N data-parallel CPU processes of one thread each on the recipe's batches "
-                            "(hf_syntax_mt.data_parallel; faster than N threads on a multi-core CPU)")
+                            "(hf_syntax_mt.training.data_parallel; faster than N threads on a multi-core CPU)")
     p_run.add_argument("--stop-training-by", type=float, default=None, metavar="UNIX_TIME",
                        help="End training at the last epoch that ends before this time (a lent machine's limit), "
                             "then finish the run as usual; the result records the epoch it stopped after")
@@ -148,7 +148,7 @@ def build_parser_cli() -> argparse.ArgumentParser:
                        help="README whose findings markers get the \"which preset\" table (default: the repository's "
                             "README.md when --output is the repository's RESULTS.md)")
     p_sum.add_argument("--measured-results", type=Path, default=None,
-                       help="Python module of the findings for model cards (default: hf_syntax_mt/measured_results.py "
+                       help="Python module of the findings for model cards (default: hf_syntax_mt/hub/measured_results.py "
                             "when --output is the repository's RESULTS.md)")
     p_carry = sub.add_parser("carry", parents=[common], help="Copy the recipes' corpus files, source parse caches and "
                              "tokenizer into a folder for a machine without the parsers (scripts/device_quality.sh)")

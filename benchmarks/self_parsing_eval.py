@@ -6,7 +6,7 @@ the gold Japanese PUD treebank beside GiNZA's own (benchmarks/ginza_pud_uas.py).
 
 - dev, subword level: the share of subwords whose decoded head (the model's maximum spanning tree) is GiNZA's
   head projected to subwords (SPEC §5), the tree the relation terms read in training;
-- dev, word level: UAS of the model's word trees (`hf_syntax_mt.model_parsing`, on GiNZA's words) against GiNZA;
+- dev, word level: UAS of the model's word trees (`hf_syntax_mt.inference.model_parsing`, on GiNZA's words) against GiNZA;
 - PUD: UAS against the gold trees, on the gold words (spaced as the model reads its source), and the seconds
   the model takes to parse them;
 - pipeline: dev sentences/s through `pipeline("syntax-translation")` (beam 4, batch 32) of the model reading its
@@ -40,7 +40,7 @@ def subword_agreement(model, tokenizer, annotations, batch_size: int = 64) -> fl
     """% of tree subwords whose decoded head equals the parser's projected head."""
     import torch
 
-    from hf_syntax_mt.data import SyntaxFeatureProcessor
+    from hf_syntax_mt.features.syntax_features import SyntaxFeatureProcessor
     from hf_syntax_mt.syntax import PreParsedAnnotator
 
     processor = SyntaxFeatureProcessor(tokenizer, PreParsedAnnotator(annotations), needs_source_heads=True,
@@ -113,7 +113,7 @@ def main():
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from hf_syntax_mt.model_parsing import parse_with_model
+    from hf_syntax_mt.inference.model_parsing import parse_with_model
     from hf_syntax_mt.syntax import attachment_scores, read_conllu
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

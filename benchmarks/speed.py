@@ -127,7 +127,7 @@ def _batch(config, batch_size, length, seed=0, target_length=None):
     """Random ids and syntax features: source `length`, target `target_length` (default `length`)."""
     import torch
 
-    from hf_syntax_mt.synthetic import random_dependency_tree
+    from hf_syntax_mt.features.synthetic import random_dependency_tree
 
     rng = random.Random(seed)
     generator = torch.Generator().manual_seed(seed)
@@ -259,7 +259,7 @@ def _long_batches(size, source, reference, tokenizer_path, sentences, batch_size
     import torch
     from transformers import AutoTokenizer
 
-    from hf_syntax_mt.synthetic import random_dependency_tree
+    from hf_syntax_mt.features.synthetic import random_dependency_tree
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
     if len(tokenizer) > size["vocab_size"]:
@@ -518,7 +518,7 @@ DEFAULT_LONG_TOKENIZER = next(iter(sorted((REPO.parent / "runs" / "quality" / "k
 def recorded_command(argv: list[str]) -> str:
     """The arguments as a shell would take them back (quoted), without `--note`, whose text is written beside
     the tables anyway."""
-    from hf_syntax_mt.cli import without_option
+    from hf_syntax_mt.training.command_line import without_option
 
     return shlex.join(without_option(argv, "--note"))
 

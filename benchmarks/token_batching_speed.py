@@ -5,7 +5,7 @@
 
 On the recipe's training pairs (its `train_sample` when it has one), tokenized by the recipe's tokenizer:
 1. the padding share of one epoch of each batching (fixed: random batches of `--batch-size` pairs, each side
-   padded to its longest sentence; token budget: `hf_syntax_mt.batching` at `--budget` padded positions);
+   padded to its longest sentence; token budget: `hf_syntax_mt.features.batching` at `--budget` padded positions);
 2. training speed in one process: a recipe-size `transformer_abs` (the recipe's model settings) trains on
    batches drawn at random from each batching's epoch, in interleaved rounds of `--steps` steps (warm-up steps
    excluded); real (non-padding) source + target tokens per second, and the ratio token budget / fixed;
@@ -29,7 +29,7 @@ from quality_lib.corpus import Corpus  # noqa: E402
 from quality_lib.recipes import REPO, load_recipe  # noqa: E402
 from quality_lib.runner import device_description  # noqa: E402
 
-from hf_syntax_mt.batching import TokenBudgetBatchSampler, padding_share, pair_lengths  # noqa: E402
+from hf_syntax_mt.features.batching import TokenBudgetBatchSampler, padding_share, pair_lengths  # noqa: E402
 
 
 def padded_positions(batches, source_lengths, target_lengths):

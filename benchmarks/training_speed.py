@@ -10,7 +10,7 @@ batches), each in a fresh process, for `--updates` updates, then evaluate once a
   `torch.nn.functional` dropout and cross-entropy, no huge pages; greedy evaluation of all of tune with no
   source-relative cap, every 1,058 updates (an epoch).
 - `after`: `benchmarks/recipes/kftt.ja-en.budget.json`: `--cores` data-parallel processes with one thread each
-  (`hf_syntax_mt.data_parallel`), `hf_syntax_mt.fast_ops` and huge pages for large tensors; greedy evaluation of
+  (`hf_syntax_mt.training.data_parallel`), `hf_syntax_mt.fast_ops` and huge pages for large tensors; greedy evaluation of
   the first 500 tune sentences capped at 1.5 n + 10 subwords, every 1,058 updates.
 
 seconds per 1,000 updates = training seconds / updates × 1,000 + one evaluation's seconds × 1,000 / 1,058, the
@@ -53,7 +53,7 @@ def train_and_time(setting: str, updates: int, preset: str, runs_dir: str) -> di
     from quality_lib.recipes import load_recipe, run_settings
     from quality_lib.runner import run_arguments
 
-    from hf_syntax_mt.training import train
+    from hf_syntax_mt.training.run import train
 
     recipe = load_recipe(RECIPES[setting])
     corpus = Corpus(recipe, Path(runs_dir))
@@ -87,7 +87,7 @@ def train_and_time(setting: str, updates: int, preset: str, runs_dir: str) -> di
 def padded_tokens_per_update(features, max_tokens: int) -> float:
     """Mean padded positions (both sides) of one epoch's one-process token-budget batches: the batches every setting
     trains on (split between the processes or not)."""
-    from hf_syntax_mt.batching import TokenBudgetBatchSampler, pair_lengths
+    from hf_syntax_mt.features.batching import TokenBudgetBatchSampler, pair_lengths
 
     sources, targets = [len(x) for x in features["input_ids"]], [len(y) for y in features["labels"]]
     batches = list(TokenBudgetBatchSampler(pair_lengths(sources, targets), max_tokens, seed=1))
@@ -111,7 +111,7 @@ def child_main(args) -> None:
         step_profile.use_ops("functional")
     call = (args.child, args.updates, args.preset, args.runs_dir)
     if settings["processes"] > 1:
-        from hf_syntax_mt.data_parallel import launch
+        from hf_syntax_mt.training.data_parallel import launch
 
         out = launch(train_and_time, *call, processes=settings["processes"], threads=settings["threads"])
     else:

@@ -23,18 +23,18 @@ _SUBMODULE_OF = {
     "SyntaxMTPreTrainedModel": "modeling_syntax_mt",
     **dict.fromkeys(["dependency_depth_buckets", "dependency_relation_ids", "labeled_relation_names",
                      "localized_attention_log_mask", "relative_position_ids"], "relation_attention"),
-    **dict.fromkeys(["average_checkpoints", "last_checkpoints"], "checkpoint_averaging"),
-    **dict.fromkeys(["DataCollatorForSyntaxSeq2Seq", "SyntaxFeatureProcessor", "add_syntax_features"], "data"),
-    "SourceLengthCapLogitsProcessor": "length_cap",
-    "load_metric": "metrics",
+    **dict.fromkeys(["average_checkpoints", "last_checkpoints"], "training.checkpoint_averaging"),
+    **dict.fromkeys(["DataCollatorForSyntaxSeq2Seq", "SyntaxFeatureProcessor", "add_syntax_features"], "features.syntax_features"),
+    "SourceLengthCapLogitsProcessor": "inference.length_cap",
+    "load_metric": "inference.metrics",
     **dict.fromkeys(["Annotation", "Annotator", "PreParsedAnnotator", "SpacyAnnotator", "StanzaAnnotator",
                      "dependency_to_distance", "load_annotator", "local_range_mask", "project_heads_to_subwords",
                      "read_conllu", "syntactic_distance", "validate_heads"], "syntax"),
-    **dict.fromkeys(["generate_synthetic_corpus", "write_synthetic_corpus"], "synthetic"),
-    "train_joint_bpe_tokenizer": "tokenization",
+    **dict.fromkeys(["generate_synthetic_corpus", "write_synthetic_corpus"], "features.synthetic"),
+    "train_joint_bpe_tokenizer": "features.joint_bpe",
     "SyntaxMTTokenizer": "tokenization_syntax_mt",
-    **dict.fromkeys(["convert_marian_model", "convert_marian_tokenizer"], "convert_marian"),
-    "SyntaxTranslationPipeline": "pipeline",
+    **dict.fromkeys(["convert_marian_model", "convert_marian_tokenizer"], "hub.convert_marian"),
+    "SyntaxTranslationPipeline": "inference.pipeline",
 }
 
 __all__ = sorted(_SUBMODULE_OF)
@@ -62,7 +62,7 @@ def register() -> None:
         sys.meta_path.remove(_ON_IMPORT)
     from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from . import convert_marian  # noqa: F401  (defines SyntaxMTForConditionalGeneration.from_marian)
+    from .hub import convert_marian  # noqa: F401  (defines SyntaxMTForConditionalGeneration.from_marian)
     from .configuration_syntax_mt import SyntaxMTConfig
     from .modeling_syntax_mt import SyntaxMTForConditionalGeneration, SyntaxMTModel
     from .tokenization_syntax_mt import SyntaxMTTokenizer
@@ -75,7 +75,7 @@ def register() -> None:
     SyntaxMTForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
     AutoTokenizer.register(SyntaxMTConfig, tokenizer_class=SyntaxMTTokenizer, exist_ok=True)
     SyntaxMTTokenizer.register_for_auto_class("AutoTokenizer")
-    from . import pipeline  # noqa: F401  (registers "syntax-translation")
+    from .inference import pipeline  # noqa: F401  (registers "syntax-translation")
 
 
 _registered = False

@@ -39,20 +39,8 @@ from typing import Optional, Sequence
 from safetensors import SafetensorError
 
 from .syntax.annotation import DISTANCE_SOURCES, Annotation
-from .threads import THREADS_HELP
-
-
-def without_option(argv: Sequence[str], option: str) -> list[str]:
-    """`argv` without `option` and its value (`--option VALUE` or `--option=VALUE`)."""
-    kept, skip_value = [], False
-    for arg in argv:
-        if skip_value:
-            skip_value = False
-        elif arg == option:
-            skip_value = True
-        elif not arg.startswith(option + "="):
-            kept.append(arg)
-    return kept
+from .training.command_line import ArgumentParser, positive_int
+from .training.threads import THREADS_HELP
 
 
 def _read_input(path: Optional[str]) -> list[bytes]:
@@ -92,7 +80,7 @@ def _check_parse_options(args) -> None:
 def _annotator(args):
     """`--conllu/--trees` (pre-parsed, looked up by text), `--parser NAME [--lang L]`, or None."""
     from .syntax import PreParsedAnnotator
-    from .training import build_annotator
+    from .features.training_data import build_annotator
 
     _check_parse_options(args)
     if getattr(args, "conllu", None):
@@ -191,7 +179,7 @@ def _preparsed_lines(args, lines: list[bytes]) -> list:
     is not one tree, a tree that cannot be read, a text or tree leaves that are not the line's words), or
     None for a blank line (the pipeline reports it). Another number of sentences than non-blank lines is
     a user error."""
-    from .pipeline import decode_line
+    from .inference.pipeline import decode_line
     from .syntax import read_conllu_sentences, tree_leaves
 
     trees = Path(args.trees).read_text(encoding="utf-8").splitlines() if args.trees else None
@@ -263,10 +251,10 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
     from tqdm.auto import tqdm
     from transformers import pipeline
 
-    from .length_cap import check_length_cap
-    from .pipeline import model_location  # importing it registers the task
+    from .inference.length_cap import check_length_cap
+    from .inference.pipeline import model_location  # importing it registers the task
     from .syntax import PreParsedAnnotator
-    from .threads import set_torch_threads
+    from .training.threads import set_torch_threads
 
     set_torch_threads(args.threads)
     length_cap = {}
@@ -279,7 +267,7 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
     if args.reference:
         import sacrebleu
 
-        from .metrics import check_bleu_tokenize
+        from .inference.metrics import check_bleu_tokenize
 
         if args.bleu_tokenize not in sacrebleu.BLEU.TOKENIZERS:
             raise SystemExit(f"hf-syntax-mt translate: --bleu-tokenize {args.bleu_tokenize}: expected one of "
@@ -311,7 +299,7 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
         generate["max_new_tokens"] = args.max_new_tokens
     hypotheses = []
     # progress (lines, lines/s, ETA) on a terminal only: a log file or pipe gets the messages alone
-    with _silenced("hf_syntax_mt.pipeline"), tqdm(total=len(lines), unit=" lines", file=sys.stderr, leave=False,
+    with _silenced("hf_syntax_mt.inference.pipeline"), tqdm(total=len(lines), unit=" lines", file=sys.stderr, leave=False,
                                                   disable=not sys.stderr.isatty()) as progress:
         for outputs in _translated_batches(translate, lines, parsed, args.batch_size, generate):
             for number, out in enumerate(outputs, written.lines + 1):
@@ -332,7 +320,7 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
 
 
 def _decoded_lines(lines: list[bytes], command: str) -> list[str]:
-    from .pipeline import decode_line
+    from .inference.pipeline import decode_line
 
     texts = []
     for number, line in enumerate(lines, 1):
@@ -351,7 +339,7 @@ def _annotate_with_own_parser(args, model_dir: str) -> int:
     cannot be read give no sentence and one message on stderr; the others keep their numbers."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from .model_parsing import parse_with_model
+    from .inference.model_parsing import parse_with_model
     from .syntax import apply_source_spacing, read_conllu_with_errors, to_conllu
 
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
@@ -382,7 +370,7 @@ def _annotate_with_own_parser(args, model_dir: str) -> int:
 
 
 def cmd_annotate(args) -> int:
-    from .pipeline import model_location
+    from .inference.pipeline import model_location
 
     tokenizer = config = None
     if args.model:
@@ -404,7 +392,7 @@ def cmd_annotate(args) -> int:
             annotator = load_annotator(config.parser)
     if annotator is None:
         raise SystemExit("hf-syntax-mt annotate: give --parser, --conllu, or a --model whose config records a parser")
-    from .data import SyntaxFeatureProcessor
+    from .features.syntax_features import SyntaxFeatureProcessor
 
     processor = None
     if tokenizer is not None:
@@ -437,10 +425,10 @@ def cmd_plot(args) -> int:
 
     import hf_syntax_mt  # noqa: F401
 
-    from .plotting import plot_attention, plot_dependency_relations, plot_localized_mask, sentence_features
+    from .inference.plotting import plot_attention, plot_dependency_relations, plot_localized_mask, sentence_features
     from .syntax import load_annotator
 
-    from .pipeline import decode_line, model_location
+    from .inference.pipeline import decode_line, model_location
 
     sentence, error = decode_line(args.sentence)
     if error is not None or not sentence.strip():
@@ -468,14 +456,14 @@ def cmd_plot(args) -> int:
 
 
 def cmd_train(args, rest) -> int:
-    """`training.main` (its flags, `--help` there)."""
-    from .training import main as train_main
+    """`hf-syntax-mt-train` (its flags, `--help` there)."""
+    from .training.console import train_command
 
-    return train_main(rest, prog="hf-syntax-mt train")
+    return train_command(rest, prog="hf-syntax-mt train")
 
 
 def cmd_average(args) -> int:
-    from .checkpoint_averaging import average_checkpoints, last_checkpoints
+    from .training.checkpoint_averaging import average_checkpoints, last_checkpoints
 
     checkpoints = args.checkpoints if args.checkpoints else last_checkpoints(args.run_dir, args.last)
     print(average_checkpoints(checkpoints, args.out, overwrite=args.overwrite))
@@ -490,40 +478,6 @@ def cmd_demo(args) -> int:
     except DemoInterrupted as stop:  # training printed where it stopped and how to resume
         return 128 + stop.signal_number
     return 0
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """`argparse.ArgumentParser` whose usage error is two lines: a one-line usage (the arguments that must
-    be given) and the error, not the full usage of every option (`--help` lists those)."""
-
-    def error(self, message):
-        self.exit(2, f"{self.short_usage()}\n{self.prog}: error: {message}\n")
-
-    def short_usage(self) -> str:
-        groups = [group for group in self._mutually_exclusive_groups if group.required]
-        grouped = {action for group in groups for action in group._group_actions}
-        needed = [action for action in self._actions
-                  if action.required or not action.option_strings or action in grouped]
-        formatter = argparse.HelpFormatter(self.prog, width=1_000_000)  # one line
-        formatter.add_usage(None, needed, groups, prefix="usage: ")
-        return formatter.format_help().strip() + " [options] (--help lists them)"
-
-
-def train_argument_parser(dataclass_types, **kwargs):
-    """`transformers.HfArgumentParser` for `dataclass_types` with this module's two-line usage error."""
-    from transformers import HfArgumentParser
-
-    class TrainArgumentParser(ArgumentParser, HfArgumentParser):
-        pass
-
-    return TrainArgumentParser(dataclass_types, **kwargs)
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1, or a usage error naming the value."""
-    if not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return int(text)
 
 
 def build_parser() -> argparse.ArgumentParser:

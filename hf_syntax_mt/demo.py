@@ -1,10 +1,10 @@
 """The embedded demo (`hf-syntax-mt demo`): syntax-aware vs. plain Transformer, offline, in minutes.
 
-1. writes the synthetic corpus (`hf_syntax_mt.synthetic`): English-like sources with gold
+1. writes the synthetic corpus (`hf_syntax_mt.features.synthetic`): English-like sources with gold
    dependency + constituency trees; targets are the head-final linearisation of the tree, so
    word order depends on the syntax;
 2. trains each preset with the same small model, tokenizer and step budget through
-   `hf_syntax_mt.training.train` (sources pre-parsed: `--parser preparsed` reads the gold
+   `hf_syntax_mt.training.run.train` (sources pre-parsed: `--parser preparsed` reads the gold
    `*.src.conllu` / `*.src.tree` files written next to the text);
 3. prints dev BLEU / chrF (greedy) per preset, translates the dev set with
    `pipeline("syntax-translation", model=dir)`, passing the pre-parsed annotations as users with
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .threads import THREADS_HELP, set_torch_threads
+from .training.threads import THREADS_HELP, set_torch_threads
 
 DEMO_PRESETS = ("transformer_abs", "transformer_dep_rel")
 DEMO_MODEL = dict(
@@ -86,10 +86,10 @@ def run_demo(
     from transformers import logging as hf_logging
     from transformers import pipeline
 
-    from . import pipeline as _registers_task  # noqa: F401  (registers "syntax-translation")
+    from .inference import pipeline as _registers_task  # noqa: F401  (registers "syntax-translation")
     from .syntax import PreParsedAnnotator
-    from .synthetic import write_synthetic_corpus
-    from .training import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
+    from .features.synthetic import write_synthetic_corpus
+    from .training.run import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
 
     set_torch_threads(threads)
     if not verbose:

@@ -979,7 +979,7 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
 
     logits = lm_head(h) + final_logits_bias, the bias a (1, V) buffer as in BART / Marian (zeros unless a
     converted checkpoint brings one; checkpoints saved without it load with zeros). `from_marian`, the warm start
-    from a MarianMT checkpoint, is defined by `hf_syntax_mt.convert_marian` (imported with the package).
+    from a MarianMT checkpoint, is defined by `hf_syntax_mt.hub.convert_marian` (imported with the package).
     """
 
     _keys_to_ignore_on_load_missing = ["final_logits_bias"]

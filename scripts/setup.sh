@@ -13,3 +13,5 @@ PYTHON=${PYTHON:-python3}
 .venv/bin/python -m pip install -q "torch==2.13.0" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 # -W: without setuptools' "Editable installation" notice, which pip relays as a BuildBackendWarning block
 .venv/bin/python -W "ignore:Editable installation" -m pip install -q -e ".[ja,plot,test]" -c scripts/constraints.txt
+# hf-syntax-mt-train --help reads its text from a cache filled once here (hf_syntax_mt.training.console), not torch
+.venv/bin/hf-syntax-mt-train --help > /dev/null

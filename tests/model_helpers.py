@@ -5,7 +5,7 @@ import random
 import torch
 
 from hf_syntax_mt import PRESETS, SyntaxMTConfig
-from hf_syntax_mt.synthetic import random_dependency_tree
+from hf_syntax_mt.features.synthetic import random_dependency_tree
 
 TINY = dict(
     vocab_size=40,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Train a syntax-aware NMT model with `Seq2SeqTrainer` (also the `hf-syntax-mt-train` console script).
 
-A thin `HfArgumentParser` wrapper around `hf_syntax_mt.training.train` over `ModelArguments`,
+A thin `HfArgumentParser` wrapper around `hf_syntax_mt.training.run.train` over `ModelArguments`,
 `DataArguments` and `SyntaxMTTrainingArguments`; `--help` lists every flag. Examples:
 
     # synthetic corpus with gold (pre-parsed) trees: train.src, train.src.conllu, train.src.tree, ...
@@ -15,7 +15,7 @@ A thin `HfArgumentParser` wrapper around `hf_syntax_mt.training.train` over `Mod
 decoder_attention_heads=4,encoder_ffn_dim=1024,decoder_ffn_dim=1024 \
         --per_device_train_batch_size 64 --num_train_epochs 8 --output_dir out/ja_en
 
-    # two data-parallel CPU processes, one thread each, on the one-process batches (hf_syntax_mt.data_parallel)
+    # two data-parallel CPU processes, one thread each, on the one-process batches (hf_syntax_mt.training.data_parallel)
     python training/train.py --processes 2 ...
 
     # or launched by accelerate (each process then takes its own --per_device_train_batch_size batch)
@@ -24,8 +24,8 @@ decoder_attention_heads=4,encoder_ffn_dim=1024,decoder_ffn_dim=1024 \
 
 import sys
 
-from hf_syntax_mt.training import main
+from hf_syntax_mt.training.console import train_command
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(train_command())

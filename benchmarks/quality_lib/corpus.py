@@ -261,7 +261,7 @@ class Corpus:
         if self._tokenizer is None:
             from transformers import AutoTokenizer
 
-            from hf_syntax_mt.tokenization import train_joint_bpe_tokenizer
+            from hf_syntax_mt.features.joint_bpe import train_joint_bpe_tokenizer
 
             path = self.tokenizer_path
             if (path / "tokenizer.json").is_file():

@@ -1,7 +1,7 @@
 """The findings: for every method and corpus, Δ BLEU [95% CI] against the method's control on the strongest
 evidence there is, the verdict it gives, and what the method costs; written as the summary of RESULTS.md (a
 table and a forest plot), the README's "which preset" table and the figures a model card cites
-(`hf_syntax_mt/measured_results.py`).
+(`hf_syntax_mt/hub/measured_results.py`).
 
 Every figure comes from the result files: the paired bootstrap of the dev hypotheses in
 `benchmarks/results/<recipe>/<run>/seed<k>.*` (the selected checkpoints, as in each corpus's main table), the
@@ -18,10 +18,11 @@ from typing import Optional
 import numpy as np
 
 from .recipes import BASELINE, REPO, load_recipe
+from .scores import compare_runs, dev_statistics, load_runs, train_pairs
 
 EXTERNAL_SCORES = "external_scores.json"
 SPEED_RESULTS = "speed.json"
-MEASURED_RESULTS = REPO / "hf_syntax_mt" / "measured_results.py"
+MEASURED_RESULTS = REPO / "hf_syntax_mt" / "hub" / "measured_results.py"
 FOREST_PLOT = "findings_forest.png"
 
 
@@ -99,8 +100,6 @@ def verdict(ci95: list[float]) -> str:
 def recipe_rows(recipe: dict, results_dir: Path, external: list[dict]) -> list[dict]:
     """The recipe's row for every method it has runs of on both sides of a pair: the held-out test figure
     scored outside when a set of `external` has the pair for this recipe, else the paired bootstrap on dev."""
-    from .summary import compare_runs, dev_statistics, load_runs, train_pairs
-
     runs, by_preset = load_runs(recipe, results_dir)
     chosen = []
     for method in METHODS:
@@ -314,7 +313,7 @@ def readme_section(findings: dict) -> str:
 
 
 def write_measured_results(findings: dict, path: Path) -> Path:
-    """The rows as a Python module in the package, for the model card (`hf_syntax_mt.model_card`)."""
+    """The rows as a Python module in the package, for the model card (`hf_syntax_mt.hub.model_card`)."""
     keys = ("method", "paper", "system", "control", "recipe", "direction", "regime", "train_pairs", "evidence",
             "scored_outside", "issue", "seeds", "delta", "ci95", "verdict")
     rows = [{k: r[k] for k in keys} for r in findings["rows"]]

@@ -61,7 +61,7 @@ def check_training_settings(recipe: dict):
     """Refuse `training` keys (of the recipe or a variant) that are no `SyntaxMTTrainingArguments` field."""
     from dataclasses import fields
 
-    from hf_syntax_mt.training import SyntaxMTTrainingArguments
+    from hf_syntax_mt.training.run import SyntaxMTTrainingArguments
 
     known = {f.name for f in fields(SyntaxMTTrainingArguments)}
     parts = [("training", recipe["training"])] + [(f"variant {name!r} training", v.get("training", {}))

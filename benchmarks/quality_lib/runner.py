@@ -16,7 +16,7 @@ from typing import Any, Optional, Sequence
 
 from transformers import TrainerCallback
 
-from hf_syntax_mt.checkpoint_averaging import average_checkpoints, last_checkpoints
+from hf_syntax_mt.training.checkpoint_averaging import average_checkpoints, last_checkpoints
 
 from .corpus import Corpus, alignment_report, parser_label
 from .translation import (blind_path, dev_feature_batches, evaluate_sets, parse_head_accuracy, score, translate,
@@ -86,7 +86,7 @@ def run_arguments(corpus: Corpus, preset: str, seed: int, args, run_dir: Path, t
     """`(ModelArguments, DataArguments, SyntaxMTTrainingArguments)` of one run: the recipe's model and
     training settings for `preset` (`training`, with the command line's --max-steps / --bf16 applied) and its
     data files, trained into `run_dir`."""
-    from hf_syntax_mt.training import DataArguments, ModelArguments, SyntaxMTTrainingArguments
+    from hf_syntax_mt.training.run import DataArguments, ModelArguments, SyntaxMTTrainingArguments
 
     recipe = corpus.recipe
     base_preset, overrides, _ = run_settings(recipe, preset)
@@ -137,7 +137,7 @@ def warn_if_eval_order_differs(trainer_bleu: Optional[float], direct_bleu: float
 
 
 class RunInterrupted(Exception):
-    """A run stopped by SIGINT / SIGTERM after saving a checkpoint (`hf_syntax_mt.interrupt`): the runner writes
+    """A run stopped by SIGINT / SIGTERM after saving a checkpoint (`hf_syntax_mt.training.interrupt`): the runner writes
     no result for it and stops; the same command resumes it."""
 
     def __init__(self, signal_number: int, preset: str, seed: int, run_dir: Path):
@@ -212,7 +212,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
         "stopped_by_deadline_after_epoch": stopped_after_epoch,
         "best_checkpoint": os.path.basename(trained.best_model_checkpoint or "") or None,
         "resumed_from_step": resumed_step or None,  # runtime and tokens/s still cover the whole run (its checkpoints
-        # count the training seconds behind them: hf_syntax_mt.training_progress)
+        # count the training seconds behind them: hf_syntax_mt.training.progress)
         "training_processes": processes,  # every process that trained the run: its steps, wall time and machine
         "training_wall_seconds_all_processes": round(sum(p["wall_seconds"] for p in processes), 1),
         "continued_from": continued_from,
@@ -266,10 +266,10 @@ class TrainedRun:
 def train_run(corpus: Corpus, args, model_args, data_args, training_args, annotator, target_annotator, callbacks,
               command) -> TrainedRun:
     """Train in this process, or with `--processes N` in N data-parallel processes of one thread each
-    (`hf_syntax_mt.data_parallel`, on the same batches), whose model is read back from the run dir."""
+    (`hf_syntax_mt.training.data_parallel`, on the same batches), whose model is read back from the run dir."""
     import torch
 
-    from hf_syntax_mt.training import train
+    from hf_syntax_mt.training.run import train
 
     kwargs = dict(tokenizer=corpus.tokenizer, annotator=annotator, target_annotator=target_annotator,
                   raw_datasets=corpus.raw_datasets(), callbacks=callbacks or None, command=command)
@@ -283,7 +283,7 @@ def train_run(corpus: Corpus, args, model_args, data_args, training_args, annota
                           sum(map(len, features["input_ids"])) + sum(map(len, features["labels"])),
                           trainer.state.log_history, trainer.state.best_model_checkpoint, result.interrupted_by,
                           result.datasets["validation"], 1, torch.get_num_threads())
-    from hf_syntax_mt.data_parallel import train_in_processes
+    from hf_syntax_mt.training.run import train_in_processes
 
     summary = train_in_processes(processes, model_args, data_args, training_args, threads=1, **kwargs)
     model = None
@@ -372,7 +372,7 @@ def keep_checkpoints_for_averaging(training: dict, k: int) -> None:
     which may be older than the last k, so k + 1 then."""
     from dataclasses import fields
 
-    from hf_syntax_mt.training import SyntaxMTTrainingArguments
+    from hf_syntax_mt.training.run import SyntaxMTTrainingArguments
 
     defaults = {f.name: f.default for f in fields(SyntaxMTTrainingArguments)}
     limit = training.get("save_total_limit", defaults["save_total_limit"])

@@ -22,13 +22,13 @@ def translate(model, tokenizer, sources: list[str], annotations: Optional[list[A
               length_cap: Optional[Sequence[float]] = None) -> list[str]:
     """Translate `sources` with the features the model needs at inference (no target side), returned in corpus
     order; `length_cap` (a, b) stops each sentence after floor(a * source tokens + b) subwords as well
-    (`hf_syntax_mt.length_cap`, a recipe's `length_cap`). A self-parsing model reads its own trees, or the parser's when `annotations` are given. Batches hold
+    (`hf_syntax_mt.inference.length_cap`, a recipe's `length_cap`). A self-parsing model reads its own trees, or the parser's when `annotations` are given. Batches hold
     sentences of similar length (sorted by character count, longest first, as fairseq's generation sorts by
     length), so a batch runs as many decoding steps as its own longest sentence needs, not the corpus's."""
     import torch
 
-    from hf_syntax_mt.data import SyntaxFeatureProcessor
-    from hf_syntax_mt.length_cap import with_length_cap
+    from hf_syntax_mt.features.syntax_features import SyntaxFeatureProcessor
+    from hf_syntax_mt.inference.length_cap import with_length_cap
 
     config = model.config
     processor = SyntaxFeatureProcessor(
@@ -77,7 +77,7 @@ def score(hyps: list[str], refs: list[str], tokenize: str) -> dict:
 def dev_feature_batches(corpus: Corpus, model, tokenizer, batch_size: int = 64) -> Iterator[dict]:
     """The dev set as padded model inputs with the syntax features the model's config asks for
     (parses from the corpus caches), for `parse_head_accuracy`; built when first iterated."""
-    from hf_syntax_mt.data import DataCollatorForSyntaxSeq2Seq, SyntaxFeatureProcessor
+    from hf_syntax_mt.features.syntax_features import DataCollatorForSyntaxSeq2Seq, SyntaxFeatureProcessor
 
     recipe = corpus.recipe
     annotator, target_annotator = corpus.annotators(model.config)

@@ -39,7 +39,7 @@ _WHITESPACE = "\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u
 _CJK_CHAR = re.compile(f"[{_CJK}]")
 SPACE_NEXT_TO_CJK = f"(?<=[{_CJK}])[{_WHITESPACE}]+|[{_WHITESPACE}]+(?=[{_CJK}])"
 """The regex of the whitespace `despace_cjk` removes; a saved tokenizer's normalizer removes it too
-(`hf_syntax_mt.tokenization.add_cjk_despacing`), so the same pattern serves Python and `tokenizers`."""
+(`hf_syntax_mt.features.joint_bpe.add_cjk_despacing`), so the same pattern serves Python and `tokenizers`."""
 _SPACE_NEXT_TO_CJK = re.compile(SPACE_NEXT_TO_CJK)
 _SPACE_BETWEEN_CJK = re.compile(f"[{_CJK}][{_WHITESPACE}]+[{_CJK}]")
 

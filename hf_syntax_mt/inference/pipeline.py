@@ -1,0 +1,333 @@
+"""The `syntax-translation` pipeline: raw sentences in, `[{"translation_text": ...}]` out.
+
+    translate = pipeline("syntax-translation", model="path/to/model")   # after `import hf_syntax_mt`
+    translate(["A sentence .", "Another one ."], num_beams=4, batch_size=16)
+
+transformers v5 removed the `translation` task, so the pipeline is registered under its own task
+name. Steps per batch: parse the sources with the parser recorded in `config.parser` — only when
+`config.needs_parser_at_inference` (dependency relations, localized attention; DBSA-only and plain
+models need none) — or with an `annotator` / pre-parsed `annotations` passed in, build the features
+with `SyntaxFeatureProcessor` (the same path as training), `generate`, decode.
+
+Inputs are strings or UTF-8 `bytes`. Bad lines are reported and skipped, never fatal for the batch:
+an empty (or whitespace-only) line, one that is not valid text (bytes that are not UTF-8, a string
+with lone surrogates, an item of the list that is neither, such as `42`), a line longer than the model allows (`config.max_position_embeddings` tokens),
+or a line the parser cannot handle (e.g. a text missing from a `PreParsedAnnotator`), gives
+`{"translation_text": "", "error": "..."}` and one logged warning with its line number (1-based, as
+editors number lines: the first input is line 1). A parser that is not installed raises `ImportError`
+saying what to install when the pipeline is built; a model directory without a tokenizer raises
+`ValueError`; a damaged (truncated, overwritten) weights file raises `DamagedModelFileError` naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import logging
+import re
+from pathlib import Path
+from collections.abc import Iterable
+from typing import Optional, Sequence, Union
+
+from huggingface_hub import constants as hub_constants
+from transformers import AutoModelForSeq2SeqLM, Pipeline
+from transformers.pipelines import PIPELINE_REGISTRY
+
+from ..features.syntax_features import SyntaxFeatureProcessor
+from .length_cap import check_length_cap, with_length_cap
+from ..model_files import check_model_files
+from ..modeling_syntax_mt import DamagedModelFileError, check_weights_files
+from ..syntax import Annotation, Annotator, load_annotator, locate_words, unsegmented_lines
+from ..syntax.annotators import missing_spacy_pipeline_message, spacy_install_hint
+
+logger = logging.getLogger(__name__)
+
+TASK = "syntax-translation"
+
+
+def check_parser_installed(spec: Optional[dict], role: str = "this model's parser") -> None:
+    """Raise `ImportError` saying what to install when the parser `spec` (`annotator.to_dict()`, e.g.
+    a config's `parser`) cannot be loaded here; does not load the parser's model. `role` starts the message."""
+    if not spec:
+        return
+    kind = spec.get("type")
+    if kind in ("spacy", "spacy_despaced", "spacy_pretokenized"):
+        model = spec.get("model", "")
+        if importlib.util.find_spec("spacy") is None:
+            raise ImportError(f"{role} needs spaCy: {spacy_install_hint(model)}")
+        import spacy.util
+
+        if not (spacy.util.is_package(model) or importlib.util.find_spec(model) is not None):
+            raise ImportError(f"{role}: {missing_spacy_pipeline_message(model)}")
+    elif kind == "stanza":
+        if importlib.util.find_spec("stanza") is None:
+            raise ImportError(f"{role} needs stanza: pip install stanza")
+
+
+def model_location(name: str, what: str = "model") -> str:
+    """`name` when it is a directory (a model's files checked: `check_model_files`, so a folder without
+    config.json or with a damaged weights file says so); a name that
+    could be a Hub repo id (`repo` or `owner/repo`) when online, after logging that no such directory
+    exists; else `FileNotFoundError("no model directory ...")`, before transformers' Hub lookup (which says
+    "Repo id must be in the form..." or retries for half a minute). `owner/repo` where `owner` is a local
+    directory is a mistyped local path."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if what == "model":
+            check_model_files(path, "syntax_mt")
+        return str(path)
+    could_be_hub_id = re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) and not name.startswith(".")
+    if could_be_hub_id and "/" in name and path.parent.is_dir():
+        raise FileNotFoundError(f"no {what} directory {name} (there is a local folder {path.parent}, so it is no "
+                                "Hub repo id)")
+    if path.exists() or not could_be_hub_id or hub_constants.HF_HUB_OFFLINE:
+        raise FileNotFoundError(f"no {what} directory {name}")
+    logger.warning("no %s directory %s; trying it as a Hugging Face Hub repo id", what, name)
+    return name
+
+
+def _is_positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def decode_line(line) -> tuple[str, Optional[str]]:
+    """`(text, None)` for a line that is valid Unicode text, `("", why)` for one that is not: bytes that are
+    not UTF-8, a string with lone surrogates (as `errors="surrogateescape"` decoding leaves), or an item that
+    is neither `str` nor `bytes` (e.g. `42` in a list of sentences)."""
+    if isinstance(line, bytes):
+        try:
+            return line.decode("utf-8"), None
+        except UnicodeDecodeError as err:
+            return "", f"not UTF-8 text (invalid byte {line[err.start]:#04x} at byte {err.start + 1} of the line)"
+    if not isinstance(line, str):
+        return "", f"not text but {type(line).__name__} ({_short_repr(line)}): give a string or UTF-8 bytes"
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return "", f"not valid Unicode text (lone surrogate {line[err.start]!r} at character {err.start + 1})"
+    return line, None
+
+
+def _short_repr(value, width: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+class SyntaxTranslationPipeline(Pipeline):
+    """Translate raw sentences with a `SyntaxMTForConditionalGeneration` model (see module doc).
+
+    Args (at construction or per call):
+        annotator: an `Annotator` (or its dict) that replaces `config.parser`, e.g.
+            `PreParsedAnnotator.from_conllu(...)` for models trained on pre-parsed data.
+        annotations (per call): one pre-parsed `Annotation` per input sentence.
+        batch_size: sentences per `generate` call (default 8).
+        max_length_a, max_length_b (per call): cap each translation at floor(a * source tokens + b) subwords
+            (`length_cap.SourceLengthCapLogitsProcessor`, as fairseq's --max-len-a/b); a missing one is 0.
+        num_beams, max_length, max_new_tokens, ...: passed to `generate`.
+    """
+
+    _load_tokenizer = None  # soft: a missing tokenizer reaches __init__, which explains it
+    _pipeline_calls_generate = True
+
+    def __init__(self, *args, annotator: Union[None, dict, Annotator] = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self._batch_size is not None and not _is_positive_int(self._batch_size):
+            raise ValueError(f"batch_size={self._batch_size!r}: the number of sentences per batch must be an "
+                             "integer >= 1")
+        if self.tokenizer is None:
+            raise ValueError(
+                f"no tokenizer could be loaded for the model {self.model.name_or_path!r}: the syntax-translation "
+                "pipeline needs it; save it next to the model (tokenizer.save_pretrained(model_dir)) or pass tokenizer=..."
+            )
+        config = self.model.config
+        self.annotator = load_annotator(annotator)
+        # a self-parsing model parses for itself unless the user forces an external parser
+        forced = self.annotator is not None and getattr(config, "self_parsing", False)
+        self.needs_parser = bool(getattr(config, "needs_parser_at_inference", False)) or forced
+        if self.annotator is None and self.needs_parser:
+            check_parser_installed(getattr(config, "parser", None))
+            self.annotator = load_annotator(getattr(config, "parser", None))
+        self.processor = SyntaxFeatureProcessor(
+            self.tokenizer,
+            self.annotator,
+            needs_source_heads=getattr(config, "dependency_relations", None) is not None and self.needs_parser,
+            needs_source_distances=bool(getattr(config, "needs_source_distances", False)),
+            needs_target_heads=False,
+            distance_source=getattr(config, "distance_source", "auto"),
+            distance_binarize=getattr(config, "sla_binarize", "none"),
+            source_spacing=getattr(config, "source_spacing", "as_is"),
+        )
+
+    def _sanitize_parameters(self, annotator=None, **generate_kwargs):
+        if annotator is not None:
+            raise ValueError("pass `annotator` when building the pipeline: pipeline(..., annotator=...)")
+        num_beams = generate_kwargs.get("num_beams")
+        if num_beams is not None and not _is_positive_int(num_beams):
+            raise ValueError(f"num_beams={num_beams!r}: the beam size must be an integer >= 1 (1 = greedy)")
+        for name in ("max_new_tokens", "max_length"):
+            value = generate_kwargs.get(name)
+            if value is not None and not _is_positive_int(value):
+                raise ValueError(f"{name}={value!r}: the length limit must be an integer >= 1")
+        if generate_kwargs.get("max_length_a") is not None or generate_kwargs.get("max_length_b") is not None:
+            check_length_cap(generate_kwargs.get("max_length_a"), generate_kwargs.get("max_length_b"))
+        return {}, generate_kwargs, {}
+
+    # One "input" of the base class is a batch: {"texts", "annotations", "offset"}.
+    def preprocess(self, batch):
+        annotations, offset = batch["annotations"], batch["offset"]
+        texts, errors = [], {}
+        for i, line in enumerate(batch["texts"]):
+            text, error = decode_line(line)
+            texts.append(text)
+            if error is not None:
+                errors[i] = error
+            elif not text.strip():
+                errors[i] = "empty input line"
+        texts = self.processor.prepare_sources(texts)
+        cut = {}  # line -> its parse, re-spanned on the cut text (not parsed a second time)
+        if self.processor.source_spacing == "segmented":
+            if annotations is None and self.annotator is not None:
+                texts, cut = self._cut_at_parser_words(texts, errors)
+            read = texts if annotations is None else [a.text for a in annotations]  # the processor reads these
+            for i in unsegmented_lines(read):
+                if i not in errors:
+                    logger.warning(
+                        "line %d has no spaces between its CJK characters, but this model was trained on "
+                        "space-segmented text (config.source_spacing='segmented'): segment it as the training data "
+                        "was, build the pipeline with annotator=... (a parser of the source language) to cut it at "
+                        "the parser's words, or use a model trained on natural text (source_spacing='despace_cjk')",
+                        offset + i + 1)
+        keep = [i for i in range(len(texts)) if i not in errors]
+        limit = self.model.config.max_position_embeddings
+        # verbose=False: the line's own message below, not transformers' "Token indices sequence length ..."
+        encoded = self.tokenizer([texts[i] for i in keep], verbose=False)["input_ids"] if keep else []
+        for i, ids in zip(keep, encoded):
+            if len(ids) > limit:
+                errors[i] = f"{len(ids)} tokens, more than the model allows (max_position_embeddings={limit})"
+        keep = [i for i in keep if i not in errors]
+        if self.needs_parser and annotations is None:
+            if self.annotator is None:
+                raise ValueError(
+                    f"{self.model.config.preset or 'this model'} needs parsed sources but its config records no "
+                    "parser (it was trained on pre-parsed data): pass pipeline(..., annotator=PreParsedAnnotator(...)) "
+                    "or annotations=[...] per call"
+                )
+            rest = [i for i in keep if i not in cut]
+            parsed = self._parse([texts[i] for i in rest], rest, errors) + [(i, cut[i]) for i in keep if i in cut]
+            parsed.sort(key=lambda pair: pair[0])
+        else:
+            parsed = None if annotations is None else [(i, annotations[i]) for i in keep]
+        if parsed is not None:
+            keep, parsed = [i for i, _ in parsed], [a for _, a in parsed]
+        model_inputs = {}
+        if keep:
+            model_inputs = dict(self.processor([texts[i] for i in keep], annotations=parsed, return_tensors="pt"))
+        for i, message in sorted(errors.items()):
+            logger.warning("line %d: %s; its translation is left empty", offset + i + 1, message)
+        return {"model_inputs": model_inputs, "keep": keep, "size": len(texts), "errors": errors}
+
+    def _cut_at_parser_words(self, texts, errors):
+        """A model trained on space-segmented CJK text (`source_spacing="segmented"`) reads an unsegmented
+        line cut at the words of its parser. The parser's cuts are not the corpus's (small_parallel_enja
+        ja→en dev, `transformer_dep_labeled_rel+transformer_sla` seed 1: 41.90 BLEU on the corpus's
+        segmentation, 33.56 cut at GiNZA's words, 2.32 uncut). Returns the texts and {line: its parse
+        on the cut text}, so that a model that needs the parse does not parse the line again."""
+        lines = [i for i in unsegmented_lines(texts) if i not in errors]
+        if not lines:
+            return texts, {}
+        texts, cut = list(texts), {}
+        for i, annotation in self._parse([texts[i] for i in lines], lines, {}):  # a failing line fails again later
+            words = [word for word in annotation.words if word.strip()]
+            texts[i] = " ".join(words)
+            if len(words) == len(annotation.words):  # else the line is parsed again, cut
+                cut[i] = dataclasses.replace(annotation, text=texts[i], spans=locate_words(texts[i], words))
+        logger.info("cut %d unsegmented line(s) at the parser's words for this space-segmented model", len(lines))
+        return texts, cut
+
+    def _parse(self, texts, positions, errors):
+        """Parse a batch; if the parser rejects it (ValueError), parse line by line and record the
+        failing lines in `errors` so that the rest of the batch is still translated."""
+        out = []
+        for position, annotation in zip(positions, self.annotator.annotate_each(texts)):
+            if isinstance(annotation, ValueError):
+                errors[position] = f"could not parse: {annotation}"
+            else:
+                out.append((position, annotation))
+        return out
+
+    def _forward(self, batch, **generate_kwargs):
+        generated = None
+        if batch["model_inputs"]:
+            inputs = {k: v for k, v in batch["model_inputs"].items() if k != "labels"}
+            generate_kwargs = self._with_length_cap(generate_kwargs, inputs["attention_mask"])
+            if generate_kwargs.get("max_new_tokens") is not None and "max_length" not in generate_kwargs:
+                # the same limit: the decoder starts from one token; without generate's warning that the
+                # model's generation config sets max_length too
+                generate_kwargs = dict(generate_kwargs)
+                generate_kwargs["max_length"] = generate_kwargs.pop("max_new_tokens") + 1
+            generated = self.model.generate(**inputs, **self._prepare_generate_kwargs(generate_kwargs))
+        return {**batch, "generated": generated}
+
+    def _with_length_cap(self, generate_kwargs: dict, attention_mask) -> dict:
+        """`max_length_a` / `max_length_b` replaced by a `SourceLengthCapLogitsProcessor` for this batch."""
+        a, b = generate_kwargs.get("max_length_a"), generate_kwargs.get("max_length_b")
+        generate_kwargs = {k: v for k, v in generate_kwargs.items() if k not in ("max_length_a", "max_length_b")}
+        if a is None and b is None:
+            return generate_kwargs
+        eos = self.model.generation_config.eos_token_id
+        if eos is None:
+            eos = self.model.config.eos_token_id
+        return with_length_cap(generate_kwargs, attention_mask, a, b, eos_token_id=eos[0] if isinstance(eos, list) else eos)
+
+    def postprocess(self, batch):
+        texts = [""] * batch["size"]
+        if batch["generated"] is not None:
+            decoded = self.tokenizer.batch_decode(batch["generated"], skip_special_tokens=True)
+            for i, text in zip(batch["keep"], decoded):
+                texts[i] = text.strip()
+        out = [{"translation_text": t} for t in texts]
+        for i, message in batch["errors"].items():
+            out[i]["error"] = message
+        return out
+
+    def __call__(self, inputs: Union[str, bytes, Sequence[Union[str, bytes]]], *, batch_size: Optional[int] = None,
+                 annotations: Optional[Sequence[Annotation]] = None, **kwargs) -> list[dict]:
+        """Translate one sentence or a list; returns one `{"translation_text": ...}` per sentence."""
+        if isinstance(inputs, (str, bytes)):
+            texts = [inputs]
+        elif isinstance(inputs, Iterable) and not isinstance(inputs, dict):
+            texts = list(inputs)
+        else:
+            raise ValueError(f"the input is {type(inputs).__name__}: give a sentence (str or UTF-8 bytes) or a list "
+                             "of them")
+        if annotations is not None and len(annotations) != len(texts):
+            raise ValueError(f"{len(texts)} sentences but {len(annotations)} annotations")
+        batch_size = next((size for size in (batch_size, self._batch_size) if size is not None), 8)
+        if not _is_positive_int(batch_size):
+            raise ValueError(f"batch_size={batch_size!r}: the number of sentences per batch must be an integer >= 1")
+        forward_params = {**self._forward_params, **self._sanitize_parameters(**kwargs)[1]}
+        outputs = []
+        for start in range(0, len(texts), batch_size):
+            batch = {
+                "texts": texts[start : start + batch_size],
+                "annotations": None if annotations is None else annotations[start : start + batch_size],
+                "offset": start,
+            }
+            outputs.extend(self.run_single(batch, {}, forward_params, {}))
+        return outputs
+
+
+def register_pipeline() -> None:
+    """Register the `syntax-translation` task (done when `hf_syntax_mt.inference.pipeline` is imported)."""
+    PIPELINE_REGISTRY.register_pipeline(
+        TASK,
+        pipeline_class=SyntaxTranslationPipeline,
+        pt_model=AutoModelForSeq2SeqLM,  # SyntaxMTPreTrainedModel.from_pretrained names a damaged weights file
+        type="text",
+    )
+
+
+register_pipeline()
+
+__all__ = ["DamagedModelFileError", "SyntaxTranslationPipeline",
+           "check_parser_installed", "check_weights_files", "decode_line", "model_location", "register_pipeline", "TASK"]

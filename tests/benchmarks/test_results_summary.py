@@ -1,0 +1,139 @@
+"""The findings (RESULTS.md's summary, the README's "which preset" table, the figures a model card cites) equal the
+result files': every figure recomputed from benchmarks/results/ (the dev hypotheses, external_scores.json)."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from hf_syntax_mt.hub import measured_results
+from hf_syntax_mt.hub.model_card import measured_rows, write_model_card
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import results_md  # noqa: E402
+from quality_lib import findings  # noqa: E402
+
+RESULTS_MD = REPO / "model_cards" / "RESULTS.md"
+README = REPO / "README.md"
+EXTERNAL = REPO / "benchmarks" / "results" / findings.EXTERNAL_SCORES
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def section(path: Path, name: str) -> str:
+    text = path.read_text(encoding="utf-8")
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    assert begin in text and end in text, f"{path} has no {name} section"
+    return text[text.index(begin): text.index(end)]
+
+
+@pytest.fixture(scope="module")
+def recomputed():
+    if not (SHARED_DATA / "kftt").is_dir() or not (SHARED_DATA / "small_parallel_enja").is_dir():
+        pytest.skip(f"the corpora's dev references are not in {SHARED_DATA}")
+    return findings.collect(sorted((REPO / "benchmarks" / "recipes").glob("*.json")), REPO / "benchmarks" / "results")
+
+
+def test_results_summary_and_readme_table_equal_the_result_files(recomputed):
+    """Every row of RESULTS.md's summary and of the README's table is what the result files give now, and the
+    package's measured_results (the model cards' figures) holds the same rows."""
+    results, readme = section(RESULTS_MD, "findings"), section(README, "findings")
+    assert recomputed["rows"], "no method has runs on both sides"
+    for line in findings.row_lines(recomputed)[2:]:
+        assert line in results, f"RESULTS.md's summary lacks or differs from: {line}"
+    for line in findings.which_preset_lines(recomputed)[2:]:
+        assert line in results and line in readme, f"which-preset line missing or different: {line}"
+    table_rows = [line for line in results.splitlines() if line.startswith("| ") and " − `" in line]
+    assert len(table_rows) == len(recomputed["rows"])  # no row that the files no longer give
+    keys = ("system", "control", "recipe", "evidence", "seeds", "delta", "ci95", "verdict")
+    assert [{k: r[k] for k in keys} for r in measured_results.ROWS] == [{k: r[k] for k in keys} for r in recomputed["rows"]]
+
+
+def test_held_out_rows_are_the_external_file_and_marked_as_scored_outside():
+    """The held-out test figures come from external_scores.json, each with its set's provenance, and only for its
+    recipe; every set's comparison that has runs on both sides is shown in place of dev."""
+    sets = json.loads(EXTERNAL.read_text(encoding="utf-8"))["sets"]
+    outside = {(f["recipe"], c["system"], c["baseline"]): (f, c) for f in sets for c in f["comparisons"]}
+    rows = [r for r in measured_results.ROWS if r["scored_outside"]]
+    assert {r["recipe"] for r in rows} >= {"kftt.ja-en", "small_parallel_enja.ja-en.12k5"}
+    for r in rows:
+        figures, c = outside[(r["recipe"], r["system"], r["control"])]
+        assert (r["delta"], r["ci95"], r["seeds"], r["evidence"], r["issue"]) == \
+            (c["delta"], c["ci95"], c["seeds"], figures["split"], figures["issue"])
+        assert measured_results.EXTERNAL_PROVENANCE[r["issue"]] == figures["provenance"]
+    dev = {(r["recipe"], r["system"], r["control"]) for r in measured_results.ROWS if not r["scored_outside"]}
+    assert not dev & set(outside)  # a pair scored outside never shows its dev figure
+    summary = section(RESULTS_MD, "findings")
+    assert all(provenance in summary for provenance in measured_results.EXTERNAL_PROVENANCE.values())
+    assert "scored outside the project on kftt's held-out test references" in sets[0]["provenance"].lower()
+    (score,) = [s for f in sets for s in f["scores"] if "bleu_mean" in s]
+    assert (f"`{score['system']}` on {sets[0]['recipe']}'s held-out test: {score['bleu_mean']:.2f} ± "
+            f"{score['bleu_std']:.2f} BLEU (seeds 1,2,3).") in summary
+    assert (RESULTS_MD.parent / findings.FOREST_PLOT).is_file()
+
+
+def test_external_scores_file_errors_name_the_missing_key(tmp_path):
+    (tmp_path / findings.EXTERNAL_SCORES).write_text(json.dumps({"sets": [{"recipe": "kftt.ja-en", "split": "test"}]}))
+    with pytest.raises(ValueError, match="set 0 has no key 'provenance'"):
+        findings.load_external(tmp_path)
+    (tmp_path / findings.EXTERNAL_SCORES).write_text(json.dumps({"recipe": "kftt.ja-en"}))
+    with pytest.raises(ValueError, match="a list of figure sets under 'sets'"):
+        findings.load_external(tmp_path)
+    assert findings.load_external(tmp_path / "absent") == []
+
+
+def test_verdict_follows_the_interval():
+    assert findings.verdict([0.1, 0.9]) == "pays"
+    assert findings.verdict([-0.9, -0.1]) == "hurts"
+    assert findings.verdict([-0.1, 0.9]) == "no clear difference"
+
+
+def test_model_card_cites_the_preset_rows(tmp_path):
+    """A model of a measured preset carries its summary rows (its language pair first); a self-parsing model the
+    @self rows; a preset the project did not measure, none."""
+    card = write_model_card(tmp_path / "a", preset="transformer_dep_labeled_rel",
+                            config={"dependency_relations": "labeled"}, languages=("ja", "en")).read_text()
+    rows = measured_rows("transformer_dep_labeled_rel", {}, ("ja", "en"))
+    assert rows and rows[0]["direction"] == "ja-en"
+    assert "\n## What `transformer_dep_labeled_rel` measured in the project's experiments\n" in card
+    assert card.index("## Evaluation") < card.index("measured in the project's experiments") < card.index("## Use")
+    for r in rows:
+        assert f"| `{r['control']}` |" in card and f"{r['delta']:+.2f} [{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}]" in card
+    assert any(r["scored_outside"] for r in rows) and "Held-out test rows: scored outside the project" in card
+    own = measured_rows("transformer_dep_labeled_rel", {"self_parsing": True})
+    assert own and {r["system"] for r in own} == {"transformer_dep_labeled_rel@self"}
+    assert measured_rows("transformer_dep_labeled", {}, rows=[]) == []
+    plain = write_model_card(tmp_path / "b", preset="transformer_dbsa_dec").read_text()
+    assert "measured in the project's experiments" not in plain
+
+
+def test_write_section_at_top_and_refusal_without_markers(tmp_path):
+    path = tmp_path / "R.md"
+    path.write_text("# Results\n\nbody\n", encoding="utf-8")
+    results_md.write_section(path, "findings", "summary", at_top=True)
+    assert path.read_text() == "# Results\n\n<!-- findings:begin -->\nsummary\n<!-- findings:end -->\n\nbody\n"
+    results_md.write_section(path, "findings", "again", at_top=True)  # replaced in place
+    assert path.read_text().count("findings:begin") == 1 and "again" in path.read_text()
+    readme = tmp_path / "README.md"
+    readme.write_text("# x\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="no <!-- findings:begin -->"):
+        results_md.write_section(readme, "findings", "table", create=False)
+    assert readme.read_text() == "# x\n"
+
+
+def test_summary_without_recipes_regenerates_the_sections_the_file_holds(tmp_path, monkeypatch):
+    """`quality.py summary` alone: the recipes of the sections in --output; a section without a recipe file is named."""
+    import quality
+    from quality_lib import summary
+
+    written = []
+    monkeypatch.setattr(summary, "summarize_recipe", lambda recipe, *a: written.append(recipe["name"]) or "table")
+    monkeypatch.setattr(summary, "write_findings", lambda args: None)
+    output = tmp_path / "RESULTS.md"
+    output.write_text("# Results\n\n" + results_md.marked("quality:kftt.ja-en", "old") + "\n", encoding="utf-8")
+    quality.main(["summary", "--output", str(output)])
+    assert written == ["kftt.ja-en"] and "table" in output.read_text()
+    output.write_text("# Results\n\n" + results_md.marked("quality:no.such-recipe", "old") + "\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="give --recipe .*no.such-recipe.json"):
+        quality.main(["summary", "--output", str(output)])

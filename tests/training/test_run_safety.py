@@ -1,0 +1,87 @@
+"""The output dir of a run stays whole: a second run started into it while the first trains exits 2 naming the
+process that holds it (the first keeps every checkpoint it names), and a damaged optimizer / scheduler / RNG file
+of the checkpoint to resume is named with the choices left, before anything is loaded."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from transformers import TrainerCallback
+
+from hf_syntax_mt.training.run_safety import LOCK_NAME
+from hf_syntax_mt.training.run import main, train
+
+from training_helpers import TINY_OVERRIDES, scratch_dir, synthetic_corpus, tiny_args
+
+MAIN = "import sys; from hf_syntax_mt.training.run import main; sys.argv[0] = 'hf-syntax-mt-train'; sys.exit(main())"
+
+
+def train_argv(out, *extra):
+    """`hf-syntax-mt-train` arguments of the tiny transformer_abs run of `tiny_args` (4 steps, dev BLEU every 2)."""
+    data = synthetic_corpus()
+    return ["--preset", "transformer_abs", "--parser", "preparsed", "--config_overrides", TINY_OVERRIDES,
+            "--train_file", str(data / "train"), "--validation_file", str(data / "dev"), "--vocab_size", "120",
+            "--max_source_length", "32", "--max_target_length", "12", "--output_dir", str(out),
+            "--per_device_train_batch_size", "16", "--per_device_eval_batch_size", "8", "--warmup_steps", "2",
+            "--learning_rate", "3e-3", "--eval_strategy", "steps", "--eval_steps", "2", "--save_strategy", "steps",
+            "--save_steps", "2", "--logging_steps", "2", "--use_cpu", "true", "--disable_tqdm", "true",
+            "--cache_dir", str(out.parent / "cache"), "--max_steps", "4", *extra]
+
+
+class SecondRunAtFirstSave(TrainerCallback):
+    """Runs the same training command in another process once this run saved its first checkpoint."""
+
+    def __init__(self, argv):
+        self.argv, self.done = argv, None
+
+    def on_save(self, args, state, control, **kwargs):
+        if self.done is None:
+            env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+            self.done = subprocess.run([sys.executable, "-c", MAIN, *self.argv], capture_output=True, text=True,
+                                       env=env, timeout=300)
+
+
+def test_a_second_run_into_a_busy_output_dir_exits_2_and_the_first_keeps_its_checkpoints():
+    out = scratch_dir("busy") / "out"
+    model_args, data_args, training_args = tiny_args(out, "transformer_abs")
+    second = SecondRunAtFirstSave(train_argv(out))
+    first = train(model_args, data_args, training_args, callbacks=[second])
+    assert second.done.returncode == 2, second.done.stdout[-3000:] + second.done.stderr[-3000:]
+    [line, hint] = second.done.stderr.splitlines()
+    assert line.startswith(f"hf-syntax-mt-train: error: {out} is in use by another training run (process "
+                           f"{os.getpid()} on host {socket.gethostname()}, since ")
+    assert line.endswith("): wait for it to finish, or give another --output_dir")
+    # the first run is whole: its checkpoints, its best one among them, and a record that names what exists
+    state = first.trainer.state
+    assert state.global_step == 4 and state.best_model_checkpoint is not None
+    checkpoints = sorted(p.name for p in out.glob("checkpoint-*"))
+    assert checkpoints == ["checkpoint-2", "checkpoint-4"]
+    assert all((out / name / "trainer_state.json").is_file() for name in checkpoints)
+    assert os.path.basename(state.best_model_checkpoint) in checkpoints
+    assert (out / "all_results.json").is_file() and (out / "model.safetensors").is_file()
+    # the lock goes with the run: the same command now finds the run finished
+    assert (out / LOCK_NAME).is_file()
+    assert main(train_argv(out)) == 0
+
+
+@pytest.mark.parametrize("damage", ["random bytes", "truncated"])
+def test_resuming_with_a_damaged_optimizer_file_names_it_and_the_choices(damage, capsys):
+    out = scratch_dir("damaged_optimizer") / "out"
+    assert main(train_argv(out, "--eval_strategy", "no", "--load_best_model_at_end", "false")) == 0
+    (out / "all_results.json").unlink()  # as if the run had been stopped after its checkpoint at step 4
+    optimizer = out / "checkpoint-4" / "optimizer.pt"
+    data = optimizer.read_bytes()
+    optimizer.write_bytes(os.urandom(len(data)) if damage == "random bytes" else data[: len(data) // 2])
+    capsys.readouterr()
+    longer = train_argv(out, "--eval_strategy", "no", "--load_best_model_at_end", "false", "--max_steps", "6")
+    assert main(longer) == 2
+    [line, hint] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"hf-syntax-mt-train: error: {optimizer} is damaged (")
+    assert line.endswith(f"it is incomplete or corrupted; resume from an earlier checkpoint ({out / 'checkpoint-2'}: "
+                         f"delete {out / 'checkpoint-4'}, or give --resume_from_checkpoint {out / 'checkpoint-2'}), "
+                         "or pass --overwrite_output_dir to start fresh")
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]  # nothing deleted
+    # the first choice works
+    assert main([*longer, "--resume_from_checkpoint", str(out / "checkpoint-2")]) == 0
