@@ -114,12 +114,15 @@ def _load_and_run(folder: Path, how: str, tmp_path: Path) -> dict:
 @pytest.mark.parametrize("how", ["without the package", "with the package"])
 def test_a_model_saved_before_the_layers_loads_with_remote_code_and_computes_what_it_did(how, tmp_path):
     """A tiny trained folder saved at commit 951ab91 (before the package's folders, issue 74) loads with
-    `trust_remote_code=True`, without hf_syntax_mt importable and with it, and gives the logits it gave then."""
+    `trust_remote_code=True`, without hf_syntax_mt importable and with it imported, and gives the logits it gave
+    then."""
     import json
 
     expected = json.loads((SAVED_BEFORE_THE_LAYERS / "expected_outputs.json").read_text())
     got = _load_and_run(SAVED_BEFORE_THE_LAYERS, how, tmp_path)
-    assert got["module"].startswith("transformers_modules.")  # the folder's own modeling_syntax_mt.py
+    # without the package: the folder's own modeling_syntax_mt.py; with it, transformers takes the registered class
+    assert got["module"].startswith("transformers_modules.") if how == "without the package" else \
+        got["module"] == "hf_syntax_mt.modeling_syntax_mt"
     assert got["tokens"] == expected["input_ids"]
     assert got["loss"] == pytest.approx(expected["loss"], abs=1e-5)
     assert torch.allclose(torch.tensor(got["logits"]), torch.tensor(expected["logits"]), atol=1e-5)
