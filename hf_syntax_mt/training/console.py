@@ -6,7 +6,7 @@ word of help. So the first `--help` builds it and stores what its help is made o
 default, choices, metavar: `describe_parser`) in a cache file, keyed by the versions of hf_syntax_mt, transformers
 and Python and by the source of the modules that define the options; a later `--help` rebuilds a plain argparse
 parser from that file (`parser_from_description`) and prints its help at the terminal's width, the same text the
-live parser prints (tests/test_training_console.py), in a fraction of a second. The cache lives in
+live parser prints (tests/training/test_console.py), in a fraction of a second. The cache lives in
 `$HF_SYNTAX_MT_CACHE`, else `$XDG_CACHE_HOME/hf_syntax_mt`, else `~/.cache/hf_syntax_mt`; `scripts/setup.sh` fills
 it. Any other command line goes to `run.main`.
 """
