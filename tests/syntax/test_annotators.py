@@ -24,7 +24,7 @@ from hf_syntax_mt.syntax import (
 )
 from hf_syntax_mt.syntax.evaluation import attachment_scores
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(__file__).resolve().parents[3] / "shared"
 PUD_JA = SHARED / "data" / "ud_pud" / "ja_pud-ud-test.conllu"
 
 MY_FATHER = """# text = My father bought a red car.

@@ -22,7 +22,7 @@ from hf_syntax_mt.syntax import (
 
 FIG1 = "(S (NP I) (VP swim (PP across (NP the river))) .)"
 WORDS = ["I", "swim", "across", "the", "river", "."]
-SHARED = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(__file__).resolve().parents[3] / "shared"
 
 
 def test_fig1_distance_and_local_range_of_across():

@@ -13,7 +13,7 @@ from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
 from hf_syntax_mt.training.trainer import SyntaxMTSeq2SeqTrainer, syntax_parameter_groups
 from hf_syntax_mt.training.run import SyntaxMTTrainingArguments
 
-from test_marian import PAD, make_marian, random_trees
+from marian_helpers import PAD, make_marian, random_trees
 from training_helpers import scratch_dir
 
 CONVERTED = [
