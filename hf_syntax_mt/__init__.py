@@ -33,6 +33,7 @@ _SUBMODULE_OF = {
     **dict.fromkeys(["generate_synthetic_corpus", "write_synthetic_corpus"], "features.synthetic"),
     "train_joint_bpe_tokenizer": "features.joint_bpe",
     "SyntaxMTTokenizer": "tokenization_syntax_mt",
+    "SyntaxMTParsingTokenizer": "features.parsing_tokenizer",
     **dict.fromkeys(["convert_marian_model", "convert_marian_tokenizer"], "hub.convert_marian"),
     "SyntaxTranslationPipeline": "inference.pipeline",
 }
@@ -64,6 +65,7 @@ def register() -> None:
 
     from .hub import convert_marian  # noqa: F401  (defines SyntaxMTForConditionalGeneration.from_marian)
     from .configuration_syntax_mt import SyntaxMTConfig
+    from .features.parsing_tokenizer import SyntaxMTParsingTokenizer
     from .modeling_syntax_mt import SyntaxMTForConditionalGeneration, SyntaxMTModel
     from .tokenization_syntax_mt import SyntaxMTTokenizer
 
@@ -73,8 +75,11 @@ def register() -> None:
     SyntaxMTConfig.register_for_auto_class()
     SyntaxMTModel.register_for_auto_class("AutoModel")
     SyntaxMTForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+    # both classes by name (a folder's tokenizer_config.json names one); the config's own is the plain one
+    AutoTokenizer.register(SyntaxMTConfig, tokenizer_class=SyntaxMTParsingTokenizer, exist_ok=True)
     AutoTokenizer.register(SyntaxMTConfig, tokenizer_class=SyntaxMTTokenizer, exist_ok=True)
     SyntaxMTTokenizer.register_for_auto_class("AutoTokenizer")
+    SyntaxMTParsingTokenizer.register_for_auto_class("AutoTokenizer")
     from .inference import pipeline  # noqa: F401  (registers "syntax-translation")
 
 

@@ -1079,7 +1079,9 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
             if config.dbsa_decoder_layer and target_heads is None:
                 raise ValueError(
                     f"{config.preset or 'this configuration'} trains a decoder parse head (dbsa_decoder_layer="
-                    f"{config.dbsa_decoder_layer}) and needs `target_heads` during training"
+                    f"{config.dbsa_decoder_layer}) and needs `target_heads` during training: the target's trees, which "
+                    "hf-syntax-mt-train attaches (a --target_parser) and a preprocessing that tokenizes the targets "
+                    "alone, as transformers' run_translation.py, does not (train transformer_dbsa_enc there)"
                 )
         outputs = self.model(
             input_ids=input_ids,

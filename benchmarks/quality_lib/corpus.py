@@ -147,11 +147,13 @@ def cache_made_elsewhere(lines: list[str], parser: Annotator, text_path: Path, s
 def alignment_report(annotations: Sequence[Annotation], tokenizer) -> dict:
     """How parser words and subwords agree: words left without a subword of their own (their
     dependents are re-attached), and subwords that end inside another word than they start in."""
+    from hf_syntax_mt.features.syntax_features import plain_encoding
     from hf_syntax_mt.syntax import align_tokens_to_words
 
     words = orphan = crossing = tokens = 0
     for a in annotations:
-        enc = tokenizer(a.text, return_offsets_mapping=True, return_special_tokens_mask=True)
+        with plain_encoding(tokenizer):
+            enc = tokenizer(a.text, return_offsets_mapping=True, return_special_tokens_mask=True)
         ids = align_tokens_to_words(a, enc["offset_mapping"], enc["special_tokens_mask"])
         words += len(a.words)
         orphan += len(set(range(len(a.words))) - set(i for i in ids if i is not None))

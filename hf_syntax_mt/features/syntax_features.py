@@ -13,6 +13,8 @@ hold the subword-level head index in the same row (root -> itself, -100 outside 
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
@@ -153,10 +155,11 @@ class SyntaxFeatureProcessor:
         kwargs = dict(truncation=max_length is not None, max_length=max_length, return_token_type_ids=False)
         if annotations is not None:
             texts = [a.text for a in annotations]
-        if not (heads or distances):
-            return dict(self.tokenizer(text_target=texts, **kwargs) if target else self.tokenizer(texts, **kwargs))
-        kwargs.update(return_offsets_mapping=True, return_special_tokens_mask=True)
-        enc = self.tokenizer(text_target=texts, **kwargs) if target else self.tokenizer(texts, **kwargs)
+        with plain_encoding(self.tokenizer):  # this processor parses: the tokenizer must not
+            if not (heads or distances):
+                return dict(self.tokenizer(text_target=texts, **kwargs) if target else self.tokenizer(texts, **kwargs))
+            kwargs.update(return_offsets_mapping=True, return_special_tokens_mask=True)
+            enc = self.tokenizer(text_target=texts, **kwargs) if target else self.tokenizer(texts, **kwargs)
         offsets, special = enc.pop("offset_mapping"), enc.pop("special_tokens_mask")
         out = dict(enc)
         prefix = "target" if target else "source"
@@ -222,6 +225,32 @@ class SyntaxFeatureProcessor:
         rows = [{k: v[i] for k, v in out.items()} for i in range(len(out["input_ids"]))]
         batch = DataCollatorForSyntaxSeq2Seq(self.tokenizer)(rows)
         return BatchEncoding({k: v for k, v in batch.items() if v is not None})
+
+
+def plain_encoding(tokenizer):
+    """A context in which `tokenizer` encodes text without parsing it: a tokenizer that parses by itself
+    (`features.parsing_tokenizer`) otherwise attaches syntax features to every source it encodes. For what needs
+    the tokens alone: lengths, offsets, the features made here, a self-parsing model's own parse."""
+    return getattr(tokenizer, "without_parsing", contextlib.nullcontext)()
+
+
+_TOKENIZER_PROCESSORS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def tokenizer_feature_processor(tokenizer, settings: dict) -> SyntaxFeatureProcessor:
+    """The `SyntaxFeatureProcessor` of a tokenizer that parses by itself (`features.parsing_tokenizer`), made from its
+    `syntax_features` settings at the first call and kept here, outside the tokenizer: its parser is then neither
+    pickled with the tokenizer (each process loads its own) nor part of the `datasets` fingerprint of a `map`
+    function that uses the tokenizer (which hashes the tokenizer's attributes, and the class of a remote-code
+    tokenizer by value)."""
+    processor = _TOKENIZER_PROCESSORS.get(tokenizer)
+    if processor is None:
+        processor = _TOKENIZER_PROCESSORS[tokenizer] = SyntaxFeatureProcessor(
+            tokenizer, settings["parser"], needs_source_heads=bool(settings.get("needs_source_heads")),
+            needs_source_distances=bool(settings.get("needs_source_distances")),
+            distance_source=settings.get("distance_source", "auto"),
+            distance_binarize=settings.get("distance_binarize", "none"), source_spacing=settings.get("source_spacing"))
+    return processor
 
 
 def _column(batch: dict, name: str) -> list:
@@ -299,16 +328,17 @@ class DataCollatorForSyntaxSeq2Seq(DataCollatorForSeq2Seq):
         side = self.tokenizer.padding_side
         for name, rows in syntax.items():
             length = batch["labels" if name.startswith("target") else "input_ids"].shape[1]
-            value = SYNTAX_FEATURES[name]
-            padded = []
-            for row in rows:
-                pad = [value] * (length - len(row))
-                if side == "right":
-                    padded.append(row + pad)
-                elif name.endswith("heads"):  # head indices move with left padding
-                    padded.append(pad + [h if h == IGNORE_INDEX else h + len(pad) for h in row])
-                else:
-                    padded.append(pad + row)
             dtype = torch.float32 if name == "source_distances" else torch.long
-            batch[name] = torch.tensor(padded, dtype=dtype)
+            batch[name] = torch.tensor([pad_syntax_feature(name, row, length, side) for row in rows], dtype=dtype)
         return batch
+
+
+def pad_syntax_feature(name: str, row: list, length: int, side: str = "right") -> list:
+    """One example's syntax feature `name` padded to `length` on `side` with its value in `SYNTAX_FEATURES`; head
+    indices move with left padding."""
+    pad = [SYNTAX_FEATURES[name]] * (length - len(row))
+    if side == "right":
+        return row + pad
+    if name.endswith("heads"):
+        return pad + [h if h == IGNORE_INDEX else h + len(pad) for h in row]
+    return pad + row

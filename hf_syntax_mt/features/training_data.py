@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..syntax import Annotator, PreParsedAnnotator, SpacyAnnotator, StanzaAnnotator, apply_source_spacing, read_conllu
+from .syntax_features import plain_encoding
 
 logger = logging.getLogger(__name__)
 
@@ -196,10 +197,11 @@ def warn_truncated_pairs(raw, processed: dict, data_args, tokenizer, source_spac
                 continue
             texts = column_texts(raw[split].select(at_limit), columns[side])
             cut = dict(truncation=True, max_length=limit + 1)  # one subword more tells a longer text
-            if side == 0:
-                encoded = tokenizer([apply_source_spacing(text, source_spacing) for text in texts], **cut)
-            else:
-                encoded = tokenizer(text_target=texts, **cut)
+            with plain_encoding(tokenizer):
+                if side == 0:
+                    encoded = tokenizer([apply_source_spacing(text, source_spacing) for text in texts], **cut)
+                else:
+                    encoded = tokenizer(text_target=texts, **cut)
             longer = sum(len(ids) > limit for ids in encoded["input_ids"])
             if longer:
                 found.append(f"{longer} {what}{'s' * (longer > 1)} longer than --{flag} {limit}")

@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from ..features.syntax_features import plain_encoding
 from ..syntax import Annotation, align_tokens_to_words, locate_words, word_heads_from_subword_heads
 from ..syntax.spacing import apply_source_spacing
 
@@ -77,8 +78,9 @@ def parse_with_model(
     out = []
     for begin in range(0, len(prepared), batch_size):
         batch = prepared[begin: begin + batch_size]
-        encoded = tokenizer(batch, return_offsets_mapping=True, return_special_tokens_mask=True, truncation=True,
-                            max_length=max_length, padding=True, return_tensors="pt")
+        with plain_encoding(tokenizer):  # the model parses, not the tokenizer's parser
+            encoded = tokenizer(batch, return_offsets_mapping=True, return_special_tokens_mask=True, truncation=True,
+                                max_length=max_length, padding=True, return_tensors="pt")
         with torch.no_grad():
             heads = model.predict_heads(encoded["input_ids"].to(model.device),
                                         encoded["attention_mask"].to(model.device))["source_heads"].cpu()

@@ -22,46 +22,26 @@ saying what to install when the pipeline is built; a model directory without a t
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import logging
 import re
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from huggingface_hub import constants as hub_constants
 from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
-from ..features.syntax_features import SyntaxFeatureProcessor
-from .length_cap import check_length_cap, with_length_cap
+from ..features.syntax_features import SyntaxFeatureProcessor, plain_encoding
 from ..model_files import check_model_files
 from ..modeling_syntax_mt import DamagedModelFileError, check_weights_files
 from ..syntax import Annotation, Annotator, load_annotator, locate_words, unsegmented_lines
-from ..syntax.annotators import missing_spacy_pipeline_message, spacy_install_hint
+from ..syntax.annotators import check_parser_installed
+from .length_cap import check_length_cap, with_length_cap
 
 logger = logging.getLogger(__name__)
 
 TASK = "syntax-translation"
-
-
-def check_parser_installed(spec: Optional[dict], role: str = "this model's parser") -> None:
-    """Raise `ImportError` saying what to install when the parser `spec` (`annotator.to_dict()`, e.g.
-    a config's `parser`) cannot be loaded here; does not load the parser's model. `role` starts the message."""
-    if not spec:
-        return
-    kind = spec.get("type")
-    if kind in ("spacy", "spacy_despaced", "spacy_pretokenized"):
-        model = spec.get("model", "")
-        if importlib.util.find_spec("spacy") is None:
-            raise ImportError(f"{role} needs spaCy: {spacy_install_hint(model)}")
-        import spacy.util
-
-        if not (spacy.util.is_package(model) or importlib.util.find_spec(model) is not None):
-            raise ImportError(f"{role}: {missing_spacy_pipeline_message(model)}")
-    elif kind == "stanza":
-        if importlib.util.find_spec("stanza") is None:
-            raise ImportError(f"{role} needs stanza: pip install stanza")
 
 
 def model_location(name: str, what: str = "model") -> str:
@@ -200,7 +180,8 @@ class SyntaxTranslationPipeline(Pipeline):
         keep = [i for i in range(len(texts)) if i not in errors]
         limit = self.model.config.max_position_embeddings
         # verbose=False: the line's own message below, not transformers' "Token indices sequence length ..."
-        encoded = self.tokenizer([texts[i] for i in keep], verbose=False)["input_ids"] if keep else []
+        with plain_encoding(self.tokenizer):
+            encoded = self.tokenizer([texts[i] for i in keep], verbose=False)["input_ids"] if keep else []
         for i, ids in zip(keep, encoded):
             if len(ids) > limit:
                 errors[i] = f"{len(ids)} tokens, more than the model allows (max_position_embeddings={limit})"
@@ -329,5 +310,5 @@ def register_pipeline() -> None:
 
 register_pipeline()
 
-__all__ = ["DamagedModelFileError", "SyntaxTranslationPipeline",
-           "check_parser_installed", "check_weights_files", "decode_line", "model_location", "register_pipeline", "TASK"]
+__all__ = ["DamagedModelFileError", "SyntaxTranslationPipeline", "check_weights_files", "decode_line", "model_location",
+           "register_pipeline", "TASK"]

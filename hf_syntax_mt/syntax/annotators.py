@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.metadata
+import importlib.util
 import logging
 import os
 import re
@@ -209,6 +210,25 @@ def missing_spacy_pipeline_message(model: str) -> str:
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return (f"{model!r} is neither an installed spaCy pipeline nor a parser this package knows{hint} (parsers: "
             f"stanza, preparsed, none, or a spaCy pipeline; installed: {', '.join(installed) or 'none'})")
+
+
+def check_parser_installed(spec: Optional[dict], role: str = "this model's parser") -> None:
+    """Raise `ImportError` saying what to install when the parser `spec` (`annotator.to_dict()`, e.g.
+    a config's `parser`) cannot be loaded here; does not load the parser's model. `role` starts the message."""
+    if not spec:
+        return
+    kind = spec.get("type")
+    if kind in ("spacy", "spacy_despaced", "spacy_pretokenized"):
+        model = spec.get("model", "")
+        if importlib.util.find_spec("spacy") is None:
+            raise ImportError(f"{role} needs spaCy: {spacy_install_hint(model)}")
+        import spacy.util
+
+        if not (spacy.util.is_package(model) or importlib.util.find_spec(model) is not None):
+            raise ImportError(f"{role}: {missing_spacy_pipeline_message(model)}")
+    elif kind == "stanza":
+        if importlib.util.find_spec("stanza") is None:
+            raise ImportError(f"{role} needs stanza: pip install stanza")
 
 
 class SpacyAnnotator(Annotator):

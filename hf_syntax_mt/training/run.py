@@ -63,32 +63,10 @@ from transformers.trainer_callback import ExportableState, TrainerState
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy, get_last_checkpoint
 
 from ..configuration_syntax_mt import SyntaxMTConfig
-from ..hub.convert_marian import is_marian_checkpoint
-from ..features.syntax_features import DataCollatorForSyntaxSeq2Seq, add_syntax_features
-from .data_parallel import PROCESS_LOGS, check_processes, launch, report_failure, worker_arguments
-from .interrupt import InterruptCallback
-from ..inference.metrics import check_bleu_tokenize
-from ..hub.model_card import write_model_card
-from ..modeling_syntax_mt import SyntaxMTForConditionalGeneration
-from ..inference.pipeline import check_parser_installed, check_weights_files, model_location
-from .run_safety import check_checkpoint_files, locked_output_dir, resume_advice
-from ..syntax import (SOURCE_SPACINGS, Annotator, PreParsedAnnotator, apply_source_spacing, detect_source_spacing,
-                     load_annotator)
 from ..fast_ops import use_huge_pages_for_large_tensors
-from .threads import set_torch_threads
 from ..features.joint_bpe import add_cjk_despacing, clear_call_state, train_joint_bpe_tokenizer
-from .trainer import SyntaxMTSeq2SeqTrainer, bleu_metric_fn
-from .progress import RunLogCallback, resolve_default_warmup
-from .arguments import (
-    RECIPE_LABEL_SMOOTHING,
-    DataArguments,
-    ModelArguments,
-    SyntaxMTTrainingArguments,
-    launched_rank,
-    parse_config_overrides,
-    require_at_least,
-    train_argument_parser,
-)
+from ..features.parsing_tokenizer import SyntaxMTParsingTokenizer
+from ..features.syntax_features import DataCollatorForSyntaxSeq2Seq, add_syntax_features
 from ..features.training_data import (
     build_annotator,
     column_texts,
@@ -99,6 +77,36 @@ from ..features.training_data import (
     text_columns,
     warn_truncated_pairs,
 )
+from ..hub.convert_marian import is_marian_checkpoint
+from ..hub.model_card import write_model_card
+from ..inference.metrics import check_bleu_tokenize
+from ..inference.pipeline import check_weights_files, model_location
+from ..modeling_syntax_mt import SyntaxMTForConditionalGeneration
+from ..syntax import (
+    SOURCE_SPACINGS,
+    Annotator,
+    PreParsedAnnotator,
+    apply_source_spacing,
+    detect_source_spacing,
+    load_annotator,
+)
+from ..syntax.annotators import check_parser_installed
+from .arguments import (
+    RECIPE_LABEL_SMOOTHING,
+    DataArguments,
+    ModelArguments,
+    SyntaxMTTrainingArguments,
+    launched_rank,
+    parse_config_overrides,
+    require_at_least,
+    train_argument_parser,
+)
+from .data_parallel import PROCESS_LOGS, check_processes, launch, report_failure, worker_arguments
+from .interrupt import InterruptCallback
+from .progress import RunLogCallback, resolve_default_warmup
+from .run_safety import check_checkpoint_files, locked_output_dir, resume_advice
+from .threads import set_torch_threads
+from .trainer import SyntaxMTSeq2SeqTrainer, bleu_metric_fn
 
 logger = logging.getLogger(__name__)
 
@@ -364,6 +372,8 @@ def _prepared_tokenizer(model_args: ModelArguments, data_args: DataArguments, tr
         raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but {model_args.model_name_or_path} has "
                          f"{config.vocab_size} embeddings: give the model's own tokenizer")
     tokenizer.model_max_length = config.max_position_embeddings  # the longest input the model takes
+    if config.parser and config.needs_source_parse and not isinstance(tokenizer, SyntaxMTParsingTokenizer):
+        tokenizer = SyntaxMTParsingTokenizer.from_tokenizer(tokenizer, config)  # parses as the model was trained
     if not fitted_model:
         config.vocab_size = len(tokenizer)
         config.pad_token_id = tokenizer.pad_token_id
