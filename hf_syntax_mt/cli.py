@@ -7,6 +7,7 @@
     hf-syntax-mt plot --model DIR --sentence "..." --kind relations|sla|attention --out fig.png
     hf-syntax-mt train --preset transformer_dep_rel --train_file ... (all of training/train.py)
     hf-syntax-mt average --out DIR [--overwrite] (--checkpoints C1 C2 ... | --run-dir RUN --last K)
+    hf-syntax-mt app --model DIR [--model DIR2] [--host 127.0.0.1] [--port P] [--share] [--export SPACE_DIR]
     hf-syntax-mt demo
 
 Input is one sentence a line (stdin when FILE is omitted); `translate` writes one line per input
@@ -470,6 +471,23 @@ def cmd_average(args) -> int:
     return 0
 
 
+def cmd_app(args) -> int:
+    """`hf-syntax-mt app`: serve the page (until Ctrl-C), or write a Space folder with --export."""
+    import importlib.util
+
+    from .app import export_space, launch
+
+    if len(args.model) > 2:
+        raise SystemExit(f"hf-syntax-mt app: give one or two --model, not {len(args.model)}")
+    if args.export:
+        print(export_space(args.model, args.export))
+        return 0
+    if importlib.util.find_spec("gradio") is None:
+        raise ImportError('the web page needs gradio: pip install "hf_syntax_mt[app]"')
+    launch(args.model, host=args.host, port=args.port, share=args.share)
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .demo import DemoInterrupted, run_from_args
 
@@ -530,6 +548,15 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--run-dir", help="a training output dir: average its last --last checkpoint-N folders")
     p.add_argument("--last", type=positive_int, help="with --run-dir: how many of the last checkpoints")
 
+    p = subs.add_parser("app", help="a web page (Gradio) to translate with one or two models and see the parse and the "
+                                    "attention; --export DIR writes a Hugging Face Space")
+    p.add_argument("--model", action="append", required=True, help="model folder or Hub id (give two to compare them)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only; "
+                                                      "0.0.0.0 for every network it is on)")
+    p.add_argument("--port", type=positive_int, help="port (default: the first free one from 7860)")
+    p.add_argument("--share", action="store_true", help="also ask Gradio for a public link (off by default)")
+    p.add_argument("--export", metavar="DIR", help="write a folder that runs as a Hugging Face Space instead of serving")
+
     p = subs.add_parser("demo", help="offline demo: synthetic corpus, abs vs. dep_rel, BLEU, sample translations")
     from .demo import add_arguments
 
@@ -550,7 +577,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         hf_logging.disable_progress_bar()  # the weight-loading bar; the commands' own output is what counts
     commands = {"translate": cmd_translate, "annotate": cmd_annotate, "plot": cmd_plot, "average": cmd_average,
-                "demo": cmd_demo}
+                "app": cmd_app, "demo": cmd_demo}
     try:
         return commands[args.command](args)
     except SystemExit as stop:

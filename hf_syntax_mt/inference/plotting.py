@@ -4,6 +4,8 @@
   (seed 000 relative depth clip(depth_j − depth_i, l), or seed 002 labeled relations);
 - `plot_localized_mask`: the SLA mask G = exp(log G) from `source_distances` (seed 003);
 - `plot_attention`: one attention head (encoder self-attention of a layer) of a trained model;
+- `plot_dependency_tree`: a sentence's dependency tree as arcs over its words (the parser's, or a self-parsing
+  model's own), CJK words drawn with a CJK font;
 - `plot_forest`: a forest plot of measured differences with their 95% intervals (RESULTS.md's summary).
 
 `sentence_features` builds the subword tokens and features with the same `SyntaxFeatureProcessor`
@@ -183,6 +185,53 @@ def plot_attention(model, features: dict, path, layer: int = 1, head: int = 0):
         raise ValueError(f"head {head} outside 0..{probs.shape[0] - 1}")
     title = f"encoder layer {layer}, head {head} ({model.config.preset or 'model'})"
     return _heatmap(probs[head].float().numpy(), features["tokens"], title, path, cmap="Blues")
+
+
+def plot_dependency_tree(annotation, path, title: str = ""):
+    """The words of `annotation` (an `Annotation`: words, 0-based heads, the root pointing to itself, deprels) on a
+    line, each arc drawn from its head to its dependent above them (higher for longer arcs), with its label; the
+    root is marked. One image for all the annotation's sentences."""
+    matplotlib, plt = _pyplot(path)
+    words, heads = list(annotation.words), list(annotation.heads)
+    labels = list(annotation.deprels) if annotation.deprels is not None else [""] * len(words)
+    with matplotlib.rc_context({"font.family": _font_family(matplotlib, words + labels)}):
+        from matplotlib.patches import Arc
+
+        widths = [max(1.0, 0.22 * unicodedata_width(word)) for word in words]
+        centres, x = [], 0.0
+        for width in widths:
+            centres.append(x + width / 2)
+            x += width + 0.35
+        longest = max([abs(head - i) for i, head in enumerate(heads)] + [1])
+        fig, ax = plt.subplots(figsize=(max(4.0, 0.9 * x + 1.0), 1.4 + 0.45 * min(longest, 12)))
+        for i, word in enumerate(words):
+            ax.text(centres[i], 0, word, ha="center", va="top", fontsize=11)
+        for i, head in enumerate(heads):
+            if head == i:
+                ax.annotate("root", xy=(centres[i], 0.15), xytext=(centres[i], 0.9 + 0.3 * min(longest, 12)),
+                            ha="center", fontsize=8, color="firebrick",
+                            arrowprops={"arrowstyle": "->", "color": "firebrick"})
+                continue
+            left, right = sorted((centres[head], centres[i]))
+            height = 0.5 + 0.35 * min(abs(head - i), 12)
+            ax.add_patch(Arc(((left + right) / 2, 0.15), right - left, 2 * height, theta1=0, theta2=180,
+                             color="steelblue"))
+            ax.annotate("", xy=(centres[i], 0.15), xytext=(centres[i] + (0.08 if head > i else -0.08), 0.45),
+                        arrowprops={"arrowstyle": "->", "color": "steelblue"})
+            if labels[i]:
+                ax.text((left + right) / 2, 0.15 + height, labels[i], ha="center", va="bottom", fontsize=8,
+                        color="dimgray")
+        ax.set_xlim(-0.3, x)
+        ax.set_ylim(-0.8, 1.4 + 0.4 * min(longest, 12))
+        ax.axis("off")
+        if title:
+            ax.set_title(title, fontsize=10)
+        return _save(fig, plt, path, bbox_inches="tight")
+
+
+def unicodedata_width(text: str) -> int:
+    """Display width in columns: 2 for East Asian wide and full-width characters, 1 for the others."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def plot_forest(rows: Sequence[dict], path, *, title: str = "", xlabel: str = "Δ BLEU (95% CI)"):

@@ -1,0 +1,220 @@
+"""`hf-syntax-mt app` (hf_syntax_mt.app): the page's functions, the page through gradio's own client (bad input
+answered in the page, 20 concurrent requests all answered with the process's memory flat), the Space export, and
+one real browser (Debian's headless Chromium, driven by selenium) that types Japanese, translates and finds the
+tree. `HF_SYNTAX_MT_APP_SCREENSHOT=FILE` keeps the browser's screenshot; `HF_SYNTAX_MT_APP_MODELS=DIR,DIR` shows
+those models instead of the tiny ones trained here."""
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from hf_syntax_mt.app import AppError, Translator, export_space, read_sentences, sentence_views, translate_all
+from hf_syntax_mt.features.training_data import build_annotator
+from hf_syntax_mt.training.run import train
+
+from training_helpers import scratch_dir, tiny_args
+
+PAIRS = [  # written for these tests
+    ("私は赤い車を買った。", "I bought a red car ."),
+    ("猫が庭で寝ている。", "The cat is sleeping in the garden ."),
+    ("彼女は新しい本を読んだ。", "She read a new book ."),
+    ("兄は毎朝公園を走る。", "My brother runs in the park every morning ."),
+]
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+def test_the_app_module_imports_no_gradio():
+    code = "import sys, hf_syntax_mt.app; print('gradio' in sys.modules, 'torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "False"], done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "Type one or more sentences"), ("  \n \t\n", "Type one or more sentences"),
+    ("猫が寝ている。\nabc\x07", "Sentence 2 holds a character that is not text (U+0007)"),
+    ("文字化け\ufffd", "U+FFFD"), ("\n".join(["猫"] * 65), "at most 64"),
+])
+def test_bad_input_is_one_sentence_of_the_page(text, message):
+    with pytest.raises(AppError, match=re.escape(message)):
+        read_sentences(text)
+
+
+def test_sentences_are_the_non_empty_lines():
+    assert read_sentences(" 猫が寝ている。 \n\n私は本を読んだ。\n") == ["猫が寝ている。", "私は本を読んだ。"]
+
+
+@pytest.fixture(scope="module")
+def models():
+    """Folders of a tiny transformer_abs and a tiny transformer_dep_labeled_rel+transformer_sla trained with GiNZA
+    (or the models of HF_SYNTAX_MT_APP_MODELS)."""
+    given = os.environ.get("HF_SYNTAX_MT_APP_MODELS")
+    if given:
+        return [Path(folder) for folder in given.split(",")]
+    spacy_util = pytest.importorskip("spacy.util")
+    if not spacy_util.is_package("ja_ginza"):
+        pytest.skip("ja_ginza is not installed")
+    work = scratch_dir("app")
+    (work / "train.ja").write_text("".join(ja + "\n" for ja, _ in PAIRS * 4), encoding="utf-8")
+    (work / "train.en").write_text("".join(en + "\n" for _, en in PAIRS * 4), encoding="utf-8")
+    annotator = build_annotator("ja_ginza", "ja")
+    folders = []
+    for name, preset in (("abs", "transformer_abs"), ("dep", "transformer_dep_labeled_rel+transformer_sla")):
+        model_args, data_args, training_args = tiny_args(work / name, preset, parser="ja_ginza", data_dir=work,
+                                                         max_steps=20, learning_rate=5e-3, eval_strategy="no",
+                                                         save_strategy="no", load_best_model_at_end=False)
+        model_args.vocab_size = 200
+        data_args.source_lang, data_args.target_lang, data_args.validation_file = "ja", "en", None
+        train(model_args, data_args, training_args, annotator=annotator)
+        folders.append(work / name)
+    return folders
+
+
+@pytest.fixture(scope="module")
+def translators(models):
+    return [Translator.load(str(folder)) for folder in models]
+
+
+def test_translations_side_by_side_and_a_line_too_long_answered(translators):
+    limit = translators[1].max_source_tokens
+    sentences = [PAIRS[0][0], "猫" * (limit + 10), PAIRS[1][0]]
+    calls = []
+    rows, messages = translate_all(translators, sentences, beams=2, max_new_tokens=8,
+                                   progress=lambda done, total: calls.append((done, total)))
+    assert [row[:2] for row in rows] == [["1", sentences[0]], ["2", sentences[1]], ["3", sentences[2]]]
+    assert all(len(row) == 4 for row in rows) and rows[0][2] and rows[0][3]
+    assert rows[1][2] == rows[1][3] == ""  # the long line: empty cells, and a message for each model
+    assert len(messages) == 2 and all("sentence 2:" in m and f"max_position_embeddings={limit}" in m for m in messages)
+    assert calls[-1] == (6, 6)
+    assert translate_all(translators[:1], sentences[:1], beams=2, max_new_tokens=8)[0][0][2] == rows[0][2]
+    with pytest.raises(AppError, match="beam size"):
+        translate_all(translators, sentences, beams=0)
+
+
+def test_the_tree_and_the_heatmaps_of_a_sentence(translators, tmp_path):
+    plain, syntax = translators
+    tree, heatmap, said = sentence_views(syntax, PAIRS[0][0], tmp_path, heatmap="relations")
+    assert tree.stat().st_size > 1000 and heatmap.stat().st_size > 1000 and "the tree the parser gives it" in said
+    for kind in ("attention", "localized attention mask"):
+        assert sentence_views(syntax, PAIRS[0][0], tmp_path / kind, heatmap=kind, layer=2, head=1)[1].is_file()
+    tree, heatmap, said = sentence_views(plain, PAIRS[0][0], tmp_path / "plain")
+    assert tree is None and heatmap.is_file() and "no tree" in said
+    with pytest.raises(AppError, match="reads no dependency relations"):
+        sentence_views(plain, PAIRS[0][0], tmp_path, heatmap="relations")
+    with pytest.raises(AppError, match="encoder layers 1 to"):
+        sentence_views(syntax, PAIRS[0][0], tmp_path, layer=9)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(models):
+    """The page on a free loopback port, and its URL."""
+    pytest.importorskip("gradio")
+    from hf_syntax_mt.app import launch
+
+    port = _free_port()
+    page = launch([str(folder) for folder in models], port=port, block=False)
+    yield f"http://127.0.0.1:{port}/"
+    page.close()
+
+
+def test_the_page_through_gradios_client(served):
+    from gradio_client import Client
+
+    client = Client(served, verbose=False)
+    table, messages = client.predict(f"{PAIRS[0][0]}\n{PAIRS[2][0]}", 2, 8, 1.5, 10, api_name="/translate")
+    assert [row[1] for row in table["data"]] == [PAIRS[0][0], PAIRS[2][0]] and all(row[2] for row in table["data"])
+    assert messages == ""
+    _, messages = client.predict(" \n ", 2, 8, 1.5, 10, api_name="/translate")
+    assert messages == "**Type one or more sentences to translate, one a line.**"
+    tree, heatmap, said = client.predict(PAIRS[0][0], 1, table["headers"][3], "attention", 1, 0, api_name="/show")
+    assert Path(tree).is_file() and Path(heatmap).is_file() and "layer 1, head 0" in said
+    *_, said = client.predict(PAIRS[0][0], 5, table["headers"][3], "attention", 1, 0, api_name="/show")
+    assert said == "**Choose a sentence from 1 to 1.**"
+
+
+def test_twenty_concurrent_requests_are_all_answered_with_memory_flat(served):
+    """From loopback: 20 requests at once wait in the page's queue and are all answered; a second round of 20
+    leaves the process's resident memory within 40 MB of where the first left it."""
+    import psutil
+    from gradio_client import Client
+
+    client = Client(served, verbose=False)
+    process = psutil.Process()
+
+    def one_round():
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            jobs = [pool.submit(client.predict, f"{PAIRS[i % 4][0]}\n{PAIRS[(i + 1) % 4][0]}", 2, 6, 1.5, 10,
+                                api_name="/translate") for i in range(20)]
+            return [job.result(timeout=300) for job in jobs]
+
+    first = one_round()
+    after_first = process.memory_info().rss
+    second = one_round()
+    after_second = process.memory_info().rss
+    assert len(first) == len(second) == 20
+    assert all(len(table["data"]) == 2 and table["data"][0][2] for table, _ in first + second)
+    assert after_second - after_first < 40 * 2**20, (after_first, after_second)
+
+
+def test_export_writes_a_space_folder(models, tmp_path):
+    out = export_space([str(models[1]), "owner/hub-model"], tmp_path / "space")
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    front = readme.split("---")[1]
+    assert "sdk: gradio" in front and "app_file: app.py" in front and "sdk_version:" in front
+    app = (out / "app.py").read_text(encoding="utf-8")
+    assert "launch(['models/dep', 'owner/hub-model'], host=\"0.0.0.0\", port=7860)" in app
+    requirements = (out / "requirements.txt").read_text().split()
+    names = {re.split(r"[=<>\[]", line)[0].lower() for line in requirements}
+    assert {"torch", "transformers", "gradio", "ja-ginza", "matplotlib"} <= names
+    assert (out / "models" / "dep" / "config.json").is_file() and (out / "hf_syntax_mt" / "app.py").is_file()
+    assert not list((out / "models" / "dep").glob("checkpoint-*"))
+    with pytest.raises(AppError, match="not empty"):
+        export_space([str(models[1])], out)
+
+
+@pytest.mark.skipif(not (CHROMIUM.is_file() and CHROMEDRIVER.is_file()),
+                    reason="no browser: Debian's chromium and chromium-driver are not installed (.ci/run installs them)")
+def test_a_real_browser_types_japanese_translates_and_finds_the_tree(served, translators, tmp_path):
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as wait_for
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1600",
+                 "--lang=ja"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=str(CHROMEDRIVER)), options=options)
+    try:
+        driver.get(served)
+        box = WebDriverWait(driver, 60).until(wait_for.presence_of_element_located((By.CSS_SELECTOR, "#source textarea")))
+        box.clear()
+        box.send_keys(PAIRS[0][0])
+        driver.find_element(By.ID, "translate").click()
+        rows, _ = translate_all(translators, [PAIRS[0][0]], beams=4, length_a=1.5, length_b=10)
+        expected = rows[0][3]
+        WebDriverWait(driver, 180).until(lambda d: expected in d.find_element(By.ID, "translations").text)
+        tree = WebDriverWait(driver, 180).until(
+            lambda d: next((img for img in d.find_elements(By.CSS_SELECTOR, "#tree img")
+                            if img.get_attribute("src") and img.size["width"] > 50), None))
+        assert tree.get_attribute("src").split("?")[0].endswith(".png")
+        assert PAIRS[0][0] in driver.find_element(By.ID, "translations").text
+        time.sleep(1)  # the heatmap's image settles
+        shot = Path(os.environ.get("HF_SYNTAX_MT_APP_SCREENSHOT") or tmp_path / "page.png")
+        driver.save_screenshot(str(shot))
+        assert shot.stat().st_size > 10_000
+    finally:
+        driver.quit()
