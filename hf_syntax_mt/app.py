@@ -58,7 +58,7 @@ class Translator:
 
         translate = pipeline("syntax-translation", model=model_location(model))
         config = translate.model.config
-        return cls(name=model, pipeline=translate, label=f"{Path(model).name} ({config.preset or 'model'})")
+        return cls(name=model, pipeline=translate, label=config.preset or Path(model).name)
 
     @property
     def config(self):
@@ -197,6 +197,9 @@ def build_app(translators: Sequence[Translator]):
     """The Gradio `Blocks` page over `translators` (one or two)."""
     import gradio as gr
 
+    if len({t.label for t in translators}) < len(translators):  # the same preset twice: name the folders too
+        for t in translators:
+            t.label = f"{t.label} ({t.name})"
     names = [t.label for t in translators]
     work = Path(tempfile.mkdtemp(prefix="hf_syntax_mt_app_"))
 

@@ -6,12 +6,15 @@ of model_cards/RESULTS.md), how to translate with and without the package, and t
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Optional
 
 from ..syntax.annotators import spacy_install_hint
 
 MODEL_CARD_TEMPLATE = Path(__file__).resolve().with_name("templates") / "model_card.md"
+APP_SCREENSHOT = MODEL_CARD_TEMPLATE.with_name("app_screenshot.png")
+"""The page of `hf-syntax-mt app` (taken by tests/apps/test_app.py's browser), copied beside every card."""
 
 
 def _format_scores(scores: dict) -> str:
@@ -157,6 +160,7 @@ def write_model_card(output_dir, *, preset: str = "", config: Optional[dict] = N
     path = Path(output_dir) / "README.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(card, encoding="utf-8")
+    shutil.copyfile(APP_SCREENSHOT, path.with_name(APP_SCREENSHOT.name))  # the card shows the page (hf-syntax-mt app)
     return path
 
 
