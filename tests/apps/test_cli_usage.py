@@ -14,9 +14,9 @@ from hf_syntax_mt.cli import main
     (["plot", "--model", "m", "--sentence", "s", "--kind", "x"],
      "usage: hf-syntax-mt plot --model MODEL --sentence SENTENCE [options]",
      "hf-syntax-mt plot: error: argument --kind: invalid choice: 'x' (choose from 'relations', 'sla', 'attention')"),
-    (["transl"], "usage: hf-syntax-mt {translate,annotate,plot,train,average,demo} ... [options]",
+    (["transl"], "usage: hf-syntax-mt {translate,annotate,plot,train,average,app,demo} ... [options]",
      "hf-syntax-mt: error: argument command: invalid choice: 'transl' (choose from 'translate', 'annotate', 'plot', "
-     "'train', 'average', 'demo')"),
+     "'train', 'average', 'app', 'demo')"),
     (["train", "--preset", "transformer_abs", "--num_train_epochs", "x"], "usage: hf-syntax-mt train [options]",
      "hf-syntax-mt train: error: argument --num_train_epochs/--num-train-epochs: invalid float value: 'x'"),
     (["train", "--preset", "transformer_abs", "--bogus"], "usage: hf-syntax-mt train [options]",
