@@ -25,7 +25,11 @@ than processes gives the processes without a pair of their own one of its pairs 
 
 Evaluation and prediction (`shuffle=False`, a fixed order): evaluation's batches hold pairs sorted by length,
 longest first (`longest_first`; its metrics are corpus-level), prediction's consecutive pairs in corpus order, so
-the predictions come back in the order of the references.
+the predictions come back in the order of the references. Under data parallelism these one-process batches are
+dealt out whole: process `rank` takes batches rank, rank + num_replicas, ..., so that step k's batches, gathered in
+process order, are the one-process batches k · num_replicas, k · num_replicas + 1, ... in their order. A process
+left without a batch at the last step gets a batch of one pair (the last one) to keep in step (`pads_last_batch`):
+its outputs are to be dropped.
 """
 
 from __future__ import annotations
@@ -85,9 +89,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             similar lengths generates as many steps as its own longest pair needs).
         seed: the seed of the training order; epoch e uses (seed, e).
         secondary_lengths: a second sort key for pairs of one length (the source lengths), optional.
-        num_replicas, rank: data-parallel processes and this process's index (training only).
-        split_batches: split each batch between the `num_replicas` processes (`max_tokens` is then the budget of
-            all of them together), instead of giving each process whole batches of its own.
+        num_replicas, rank: data-parallel processes and this process's index.
+        split_batches: split each training batch between the `num_replicas` processes (`max_tokens` is then the
+            budget of all of them together), instead of giving each process whole batches of its own.
     """
 
     def __init__(self, lengths: Sequence[int], max_tokens: int, *, shuffle: bool = True, seed: int = 0,
@@ -99,9 +103,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             raise ValueError(f"rank {rank} of {num_replicas} data-parallel processes is not a valid process")
         if any(length < 0 for length in lengths):
             raise ValueError("sequence lengths must be >= 0")
-        if not shuffle and num_replicas > 1:
-            raise ValueError("fixed-order batches (shuffle=False) are for one process; evaluation under data "
-                             "parallelism uses the Trainer's own sharded batches")
+        if not shuffle and split_batches:
+            raise ValueError("split_batches splits training batches; fixed-order (shuffle=False) batches are dealt "
+                             "out whole between the processes")
         if longest_first and shuffle:
             raise ValueError("longest_first orders the fixed (shuffle=False) batches of evaluation")
         if secondary_lengths is not None and len(secondary_lengths) != len(lengths):
@@ -119,6 +123,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         count = len(fill_batches(sorted(range(len(self.lengths)), key=self.sort_keys.__getitem__), self.lengths,
                                  max_tokens) if shuffle else self.epoch_batches(0))
         self._batches_per_process = count if split_batches else -(-count // num_replicas)
+        self.pads_last_batch = not shuffle and rank >= count % num_replicas > 0
         self.oversized = sum(length > max_tokens for length in self.lengths)
 
     def set_epoch(self, epoch: int) -> None:
@@ -144,6 +149,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         batches = self.epoch_batches(self.epoch)
         if self.num_replicas > 1 and self.split_batches:
             return iter(batch[self.rank:: self.num_replicas] or [batch[self.rank % len(batch)]] for batch in batches)
+        if self.num_replicas > 1 and not self.shuffle:
+            mine = batches[self.rank:: self.num_replicas]
+            return iter(mine + [batches[-1][-1:]] if self.pads_last_batch else mine)
         if self.num_replicas > 1 and batches:
             total = self._batches_per_process * self.num_replicas
             batches = [batches[i % len(batches)] for i in range(total)]  # the first ones again, to even the split

@@ -193,8 +193,8 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
     eval_max_tokens_per_batch: Optional[int] = field(
         default=None,
         metadata={"help": "Token budget of evaluation batches (sorted by length) and prediction batches (consecutive "
-                  "pairs in corpus order); "
-                  "default: --max_tokens_per_batch"},
+                  "pairs in corpus order); under --processes each process generates whole batches of this budget, "
+                  "dealt out in turn. Default: --max_tokens_per_batch"},
     )
     syntax_lr_multiplier: Optional[float] = field(
         default=None,

@@ -9,9 +9,12 @@ the target tokens of all processes (`token_share`), as one process computes it; 
 process's losses (tests/test_data_parallel.py), only faster. Two exceptions: the parse losses of the DBSA and
 self-parsing presets are weighted by target tokens too, not by their own arcs; and a fixed-size epoch's last,
 smaller batch is filled up with the epoch's first pairs (accelerate's `even_batches`) unless the number of
-training pairs is a multiple of the batch size. Only process 0 prints and writes the outputs; the
-others' output goes to log files that are shown if a process fails. Ctrl-C reaches every process (one process
-group): each saves its checkpoint after the same step, as one process does.
+training pairs is a multiple of the batch size. Evaluation and prediction under `--eval_max_tokens_per_batch` deal
+the one-process token-budget batches out whole (`TokenBudgetBatchSampler(shuffle=False)`: each process generates its
+own, and `gather_rows` gathers batches of different sizes), so they give one process's outputs; without the budget
+the Trainer splits its fixed-size batches. Only process 0 prints and writes the outputs; the others' output goes to
+log files that are shown if a process fails. Ctrl-C reaches every process (one process group): each saves its
+checkpoint after the same step, as one process does.
 
 Why processes and not threads: torch's threads wait for each other at every operation, N processes only once a
 step (the gradient all-reduce). On an idle Intel Xeon (the KFTT recipe's model, 2,048-token batches) one process
@@ -57,7 +60,8 @@ def available_cores() -> int:
 def check_processes(processes, threads: Optional[int], training_args, data_args=None) -> None:
     """Refuse a `--processes` that cannot work: not a number >= 1, more processes than cores (they would wait
     for each other, as oversubscribed threads do), a GPU run (launch GPUs with `accelerate launch` / `torchrun`),
-    or a fixed batch size that the processes cannot split evenly. Warns when processes x threads > cores."""
+    or a fixed batch size that the processes cannot split evenly (token-budget batches need no such size). Warns
+    when processes x threads > cores."""
     import torch
 
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
@@ -73,8 +77,9 @@ def check_processes(processes, threads: Optional[int], training_args, data_args=
         raise ValueError("--processes starts CPU processes: on GPUs launch with `accelerate launch` or `torchrun`, "
                          "or pass --use_cpu true to train on the CPU")
     sizes = [] if getattr(training_args, "max_tokens_per_batch", None) else ["per_device_train_batch_size"]
-    if data_args is None or data_args.validation_file or data_args.test_file or data_args.dataset_name:
-        sizes.append("per_device_eval_batch_size")  # evaluation batches are split too
+    evaluates = data_args is None or data_args.validation_file or data_args.test_file or data_args.dataset_name
+    if evaluates and not getattr(training_args, "eval_max_tokens_per_batch", None):
+        sizes.append("per_device_eval_batch_size")  # fixed-size evaluation batches are split too
     for name in sizes:
         size = getattr(training_args, name)
         if size % processes:
@@ -108,6 +113,26 @@ def prepare_presplit(accelerator, dataloader):
         return accelerator.prepare(dataloader)
     finally:
         config.split_batches = split
+
+
+def gather_rows(accelerator, data, skip: bool = False):
+    """`accelerator.gather` for batches that hold different numbers of rows on different processes (the evaluation
+    batches dealt out whole, `TokenBudgetBatchSampler(shuffle=False)`): every process's rows, in process order, and
+    none of this process's when `skip` (a batch that only keeps it in step). The other dimensions must agree (the
+    Trainer pads them across processes before it gathers)."""
+    import torch
+    from accelerate.utils import recursively_apply
+
+    def gather(tensor):
+        if skip:
+            tensor = tensor[:0]
+        rows = accelerator.gather(torch.tensor([tensor.shape[0]], device=tensor.device)).tolist()
+        most = max(rows)
+        padded = torch.cat([tensor, tensor.new_zeros((most - tensor.shape[0], *tensor.shape[1:]))])
+        gathered = accelerator.gather(padded)
+        return torch.cat([gathered[rank * most: rank * most + count] for rank, count in enumerate(rows)])
+
+    return recursively_apply(gather, data)
 
 
 def _worker(entrypoint: Callable, threads: int, *args) -> Any:
@@ -235,5 +260,5 @@ def report_failure(err, output_dir, log_dir: Path) -> str:
            f"report: {logs})"
 
 
-__all__ = ["PROCESS_LOGS", "PROCESSES_HELP", "available_cores", "check_processes", "launch", "prepare_presplit",
-           "report_failure", "token_share", "worker_arguments"]
+__all__ = ["PROCESS_LOGS", "PROCESSES_HELP", "available_cores", "check_processes", "gather_rows", "launch",
+           "prepare_presplit", "report_failure", "token_share", "worker_arguments"]

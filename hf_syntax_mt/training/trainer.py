@@ -3,7 +3,8 @@
 
 The trainer logs the loss components of the model's output, evaluates in dataset order, batches by tokens
 under `--max_tokens_per_batch` (`hf_syntax_mt.features.batching`), gives the syntax parameters their own learning rate
-under `--syntax_lr_multiplier` / `--syntax_learning_rate`, and generates from the source and its features only.
+under `--syntax_lr_multiplier` / `--syntax_learning_rate`, generates from the source and its features only, and
+under data parallelism evaluates in token-budget batches too (`hf_syntax_mt.training.data_parallel`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from transformers.trainer_utils import seed_worker
 
 from ..features.batching import TokenBudgetBatchSampler, pair_lengths
 from .budget import SaveLastCheckpointsCallback
-from .data_parallel import prepare_presplit, token_share
+from .data_parallel import gather_rows, prepare_presplit, token_share
 from ..inference.length_cap import with_length_cap
 from ..hub.model_card import write_model_card
 from ..features.joint_bpe import clear_call_state
@@ -136,14 +137,29 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
         """Evaluation / prediction batches within `--eval_max_tokens_per_batch`: evaluation's sorted by length,
         longest first (its metrics are corpus-level, and a batch of similar lengths generates no longer than its
         own longest pair needs); prediction's consecutive pairs in corpus order (its outputs are written in that
-        order). None (the Trainer's fixed-size batches) without a budget or under data parallelism, where the
-        Trainer shards and gathers fixed-size batches."""
+        order). Under data parallelism the batches are dealt out whole, in turn (`evaluation_loop` gathers them).
+        None (the Trainer's fixed-size batches) without a budget."""
         budget = getattr(self.args, "eval_max_tokens_per_batch", None)
-        if budget is None or dataset is None or not hasattr(dataset, "__len__") or self.args.world_size > 1:
+        if budget is None or dataset is None or not hasattr(dataset, "__len__"):
             return None
         sampler = TokenBudgetBatchSampler(pair_lengths(*dataset_lengths(dataset)), budget, shuffle=False,
-                                          longest_first=longest_first)
+                                          longest_first=longest_first, num_replicas=self.args.world_size,
+                                          rank=self.args.process_index)
         return self._token_budget_dataloader(dataset, description, sampler, is_training=False)
+
+    def evaluation_loop(self, dataloader, *args, **kwargs):
+        """The Trainer's loop; over batches dealt out between processes (`_fixed_order_token_dataloader`) it gathers
+        batches of different sizes (`gather_rows`) and leaves out the batch of a process that had none left."""
+        sampler = getattr(getattr(dataloader, "batch_sampler", None), "batch_sampler", None)
+        if not isinstance(sampler, TokenBudgetBatchSampler) or sampler.num_replicas == 1:
+            return super().evaluation_loop(dataloader, *args, **kwargs)
+        state, previous = self.accelerator.gradient_state, self.gather_function
+        self.gather_function = lambda data: gather_rows(
+            self.accelerator, data, skip=sampler.pads_last_batch and state.end_of_dataloader)
+        try:
+            return super().evaluation_loop(dataloader, *args, **kwargs)
+        finally:
+            self.gather_function = previous
 
     def _token_budget_dataloader(self, dataset, description: str, batch_sampler, *, is_training: bool):
         """A DataLoader over `batch_sampler` with the Trainer's collator, workers and column removal, prepared by

@@ -1,5 +1,6 @@
 """`hf-syntax-mt-train --processes N` (`hf_syntax_mt.training.data_parallel`): N data-parallel CPU processes train on the
-one-process batches and give the one-process losses."""
+one-process batches and give the one-process losses, and evaluate and translate in the one-process batches and give
+its outputs."""
 
 import json
 import os
@@ -14,9 +15,11 @@ import pytest
 from training_helpers import TINY_OVERRIDES, synthetic_corpus
 from transformers import HfArgumentParser
 
-from hf_syntax_mt.features.batching import TokenBudgetBatchSampler
-from hf_syntax_mt.training.data_parallel import available_cores, worker_arguments
-from hf_syntax_mt.training.run import train_in_processes
+from hf_syntax_mt.features.batching import TokenBudgetBatchSampler, pair_lengths
+from hf_syntax_mt.training.data_parallel import available_cores, check_processes, worker_arguments
+from hf_syntax_mt.features.synthetic import write_synthetic_corpus
+from hf_syntax_mt.training.run import train, train_in_processes
+from hf_syntax_mt.training.trainer import dataset_lengths
 from hf_syntax_mt.training.run_safety import LOCK_NAME
 from hf_syntax_mt.training.run import DataArguments, ModelArguments, SyntaxMTTrainingArguments, main
 
@@ -41,6 +44,35 @@ def test_split_token_batches_are_the_one_process_batches():
     assert any(len(batch) < 3 for batch in single) and any(len(batch) >= 3 for batch in single)
     alone = [TokenBudgetBatchSampler([5, 50], 40, seed=1, num_replicas=2, rank=r, split_batches=True) for r in (0, 1)]
     assert sorted(zip(*alone)) == [([0], [0]), ([1], [1])]  # each pair alone in its batch: on both ranks
+
+
+@pytest.mark.parametrize("longest_first", [True, False], ids=["evaluation", "prediction"])
+def test_fixed_order_batches_are_dealt_out_whole(longest_first):
+    """Evaluation / prediction under data parallelism: process r takes the one-process batches r, r + N, ..., so
+    that the batches of a step, in process order, continue the one-process order; a process left without a batch
+    at the last step gets the last pair alone, flagged to be dropped (`pads_last_batch`)."""
+    lengths = [3 + (i * 7) % 23 for i in range(200)]
+    single = list(TokenBudgetBatchSampler(lengths, 120, shuffle=False, longest_first=longest_first))
+    padding = set()
+    for replicas in (2, 3, 13, 43, 50):  # 50: more processes than batches
+        ranks = [TokenBudgetBatchSampler(lengths, 120, shuffle=False, longest_first=longest_first,
+                                         num_replicas=replicas, rank=r) for r in range(replicas)]
+        dealt = [list(sampler) for sampler in ranks]
+        assert {len(batches) for batches in dealt} == {len(ranks[0])} == {-(-len(single) // replicas)}
+        steps = [batch for step in zip(*dealt) for batch in step]
+        kept = [batch for k, batch in enumerate(steps)
+                if not (k >= len(steps) - replicas and ranks[k % replicas].pads_last_batch)]
+        assert kept == single
+        padded = [r for r in range(replicas) if ranks[r].pads_last_batch]
+        assert padded == list(range(len(single) % replicas, replicas if len(single) % replicas else 0))
+        assert all(dealt[r][-1] == single[-1][-1:] for r in padded)
+        padding.add(bool(padded))
+    assert padding == {True, False}
+    alone = [TokenBudgetBatchSampler([5], 40, shuffle=False, num_replicas=2, rank=r) for r in (0, 1)]
+    assert [list(s) for s in alone] == [[[0]], [[0]]] and [s.pads_last_batch for s in alone] == [False, True]
+    assert list(TokenBudgetBatchSampler([], 40, shuffle=False, num_replicas=2, rank=1)) == []
+    with pytest.raises(ValueError, match="split_batches splits training batches"):
+        TokenBudgetBatchSampler(lengths, 120, shuffle=False, num_replicas=2, split_batches=True)
 
 
 def test_worker_arguments_split_the_batches_and_keep_the_accelerator_config(tmp_path):
@@ -80,6 +112,12 @@ def test_processes_refuse_a_batch_they_cannot_split(tmp_path, capsys):
                 "--processes", "2")
     assert main(argv) == 2
     assert "--per_device_train_batch_size 5" in capsys.readouterr().err
+    fixed = SyntaxMTTrainingArguments(output_dir=str(tmp_path), use_cpu=True, per_device_eval_batch_size=5)
+    with pytest.raises(ValueError, match="--per_device_eval_batch_size 5"):
+        check_processes(2, 1, fixed)
+    budget = SyntaxMTTrainingArguments(output_dir=str(tmp_path), use_cpu=True, per_device_eval_batch_size=5,
+                                       max_tokens_per_batch=96)
+    check_processes(2, 1, budget)  # token-budget evaluation batches are not split
 
 
 def _losses(out: Path) -> list[float]:
@@ -112,6 +150,51 @@ def test_two_processes_give_the_one_process_losses(tmp_path, batching, entry):
     assert two == pytest.approx(one, abs=1e-4)
     assert (tmp_path / "two" / "model.safetensors").is_file()
     assert sorted(os.listdir(tmp_path / "two")) == sorted(os.listdir(tmp_path / "one"))
+
+
+def _evaluation_cli(model: Path, data: Path, out: Path, *extra: str) -> list[str]:
+    """Evaluate and translate the test split with a trained model, without training."""
+    return ["--model_name_or_path", str(model), "--validation_file", str(data / "dev"),
+            "--test_file", str(data / "test"), "--max_source_length", "32", "--max_target_length", "12",
+            "--output_dir", str(out), "--cache_dir", str(out.parent / "cache"), "--use_cpu", "true",
+            "--disable_tqdm", "true", "--report_to", "none", "--seed", "7", *extra]
+
+
+@pytest.mark.slow
+def test_two_processes_evaluate_and_translate_in_one_process_token_batches(tmp_path):
+    """`--eval_max_tokens_per_batch` under `--processes 2`: the processes generate the one-process token-budget
+    batches, dealt out whole (an odd number of them: the second process pads the last step with a batch that is left
+    out), and the gathered outputs are one process's: the same BLEU, chrF and lengths, the test translations in
+    corpus order, and the eval loss of the same batches (the Trainer's sharded fixed-size batches, used before under
+    data parallelism, give another loss)."""
+    if available_cores() < 2:
+        pytest.skip("needs 2 cores")
+    data = tmp_path / "data"
+    write_synthetic_corpus(data, n_train=200, n_dev=1, n_test=1, seed=5, max_words=10)
+    for side in ("src", "tgt"):  # pairs it was trained on: a tiny model translates them into different things
+        lines = (data / f"train.{side}").read_text(encoding="utf-8").splitlines(keepends=True)
+        (data / f"dev.{side}").write_text("".join(lines[:40]), encoding="utf-8")
+        (data / f"test.{side}").write_text("".join(lines[40:53]), encoding="utf-8")
+    assert main(_cli(data, tmp_path / "model", "--max_steps", "400", "--max_tokens_per_batch", "96",
+                     "--learning_rate", "1e-2", "--logging_steps", "100")) == 0
+    budget = ["--eval_max_tokens_per_batch", "40"]
+    parser = HfArgumentParser((ModelArguments, DataArguments, SyntaxMTTrainingArguments))
+    one = train(*parser.parse_args_into_dataclasses(args=_evaluation_cli(tmp_path / "model", data, tmp_path / "one",
+                                                                         *budget)))
+    for split, longest_first in (("validation", True), ("test", False)):
+        batches = TokenBudgetBatchSampler(pair_lengths(*dataset_lengths(one.datasets[split])), 40, shuffle=False,
+                                          longest_first=longest_first)
+        assert len(batches) % 2 and len(batches) > 4
+    assert main(_evaluation_cli(tmp_path / "model", data, tmp_path / "two", *budget, "--processes", "2")) == 0
+    metrics = [json.loads((tmp_path / run / "all_results.json").read_text()) for run in ("one", "two")]
+    for split in ("eval", "test"):
+        for name in ("bleu", "chrf", "gen_len"):
+            assert metrics[1][f"{split}_{name}"] == metrics[0][f"{split}_{name}"], f"{split}_{name}"
+        assert metrics[1][f"{split}_loss"] == pytest.approx(metrics[0][f"{split}_loss"], abs=1e-6), split
+    assert metrics[0]["eval_bleu"] > 0 and metrics[0]["test_bleu"] > 0
+    translations = [(tmp_path / run / "test_predictions.txt").read_text(encoding="utf-8") for run in ("one", "two")]
+    assert translations[1] == translations[0] and len(translations[0].splitlines()) == 13
+    assert len(set(translations[0].splitlines())) > 3
 
 
 def _train_command(out: Path, *extra: str) -> list[str]:
