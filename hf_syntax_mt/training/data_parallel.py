@@ -12,9 +12,10 @@ smaller batch is filled up with the epoch's first pairs (accelerate's `even_batc
 training pairs is a multiple of the batch size. Evaluation and prediction under `--eval_max_tokens_per_batch` deal
 the one-process token-budget batches out whole (`TokenBudgetBatchSampler(shuffle=False)`: each process generates its
 own, and `gather_rows` gathers batches of different sizes), so they give one process's outputs; without the budget
-the Trainer splits its fixed-size batches. Only process 0 prints and writes the outputs; the others' output goes to
-log files that are shown if a process fails. Ctrl-C reaches every process (one process group): each saves its
-checkpoint after the same step, as one process does.
+the Trainer splits its fixed-size batches. DDP looks for parameters without a gradient after each forward pass only
+where a model has some (`every_parameter_trained`; `--ddp_find_unused_parameters` overrides it). Only process 0
+prints and writes the outputs; the others' output goes to log files that are shown if a process fails. Ctrl-C
+reaches every process (one process group): each saves its checkpoint after the same step, as one process does.
 
 Why processes and not threads: torch's threads wait for each other at every operation, N processes only once a
 step (the gradient all-reduce). On an idle Intel Xeon (the KFTT recipe's model, 2,048-token batches) one process
@@ -133,6 +134,18 @@ def gather_rows(accelerator, data, skip: bool = False):
         return torch.cat([gathered[rank * most: rank * most + count] for rank, count in enumerate(rows)])
 
     return recursively_apply(gather, data)
+
+
+RELATION_TERMS = ("relative_key_term", "relative_value_term", "dependency_key_term", "dependency_value_term")
+
+
+def every_parameter_trained(model) -> bool:
+    """Whether every training step gives each parameter of `model` a gradient, so that DDP need not search the graph
+    for unused ones after each forward pass (`find_unused_parameters`): true of a SyntaxMT model with all its relation
+    terms on (every preset, self-parsing and a MarianMT warm start too: tests/training/test_data_parallel.py); a
+    relation term switched off leaves its table without a gradient."""
+    config = getattr(model, "config", None)
+    return getattr(config, "model_type", None) == "syntax_mt" and all(getattr(config, name) for name in RELATION_TERMS)
 
 
 def _worker(entrypoint: Callable, threads: int, *args) -> Any:
@@ -260,5 +273,5 @@ def report_failure(err, output_dir, log_dir: Path) -> str:
            f"report: {logs})"
 
 
-__all__ = ["PROCESS_LOGS", "PROCESSES_HELP", "available_cores", "check_processes", "gather_rows", "launch",
-           "prepare_presplit", "report_failure", "token_share", "worker_arguments"]
+__all__ = ["PROCESS_LOGS", "PROCESSES_HELP", "available_cores", "check_processes", "every_parameter_trained",
+           "gather_rows", "launch", "prepare_presplit", "report_failure", "token_share", "worker_arguments"]

@@ -4,7 +4,8 @@
 The trainer logs the loss components of the model's output, evaluates in dataset order, batches by tokens
 under `--max_tokens_per_batch` (`hf_syntax_mt.features.batching`), gives the syntax parameters their own learning rate
 under `--syntax_lr_multiplier` / `--syntax_learning_rate`, generates from the source and its features only, and
-under data parallelism evaluates in token-budget batches too (`hf_syntax_mt.training.data_parallel`).
+under data parallelism evaluates in token-budget batches too and spares DDP its search for unused parameters
+(`hf_syntax_mt.training.data_parallel`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from functools import partial
 from typing import Optional
 
 import torch
+from accelerate.utils import DistributedDataParallelKwargs
 from torch.utils.data import DataLoader, SequentialSampler
 from transformers import Seq2SeqTrainer
 from transformers.modeling_utils import unwrap_model
@@ -22,7 +24,7 @@ from transformers.trainer_utils import seed_worker
 
 from ..features.batching import TokenBudgetBatchSampler, pair_lengths
 from .budget import SaveLastCheckpointsCallback
-from .data_parallel import gather_rows, prepare_presplit, token_share
+from .data_parallel import every_parameter_trained, gather_rows, prepare_presplit, token_share
 from ..inference.length_cap import with_length_cap
 from ..hub.model_card import write_model_card
 from ..features.joint_bpe import clear_call_state
@@ -44,7 +46,9 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
     - `generate` gets the source and its features only (no labels / target_heads);
     - loading the best checkpoint does not report the tied embeddings as missing keys;
     - `create_model_card` writes this package's card (used by `push_to_hub`);
-    - `--syntax_lr_multiplier` / `--syntax_learning_rate` give the syntax parameters their own learning rate.
+    - `--syntax_lr_multiplier` / `--syntax_learning_rate` give the syntax parameters their own learning rate;
+    - DDP does not search for unused parameters each step when the model has none (`every_parameter_trained`),
+      unless `--ddp_find_unused_parameters` is given.
     """
 
     def __init__(self, *args, model_card_info: Optional[dict] = None, **kwargs):
@@ -54,6 +58,14 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
             self.add_callback(SaveLastCheckpointsCallback(self.args.save_last_checkpoints, self.args.save_last_span))
         self._component_sums: dict[str, torch.Tensor] = {}  # on the device: read at log time, not every step
         self._component_counts: dict[str, int] = {}
+
+    def _build_accelerator_args(self, **kwargs):
+        args = super()._build_accelerator_args(**kwargs)
+        if self.args.ddp_find_unused_parameters is None and every_parameter_trained(self.model):
+            for handler in args["kwargs_handlers"]:
+                if isinstance(handler, DistributedDataParallelKwargs):
+                    handler.find_unused_parameters = False
+        return args
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         labels = inputs.get("labels")

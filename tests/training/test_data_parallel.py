@@ -1,6 +1,6 @@
 """`hf-syntax-mt-train --processes N` (`hf_syntax_mt.training.data_parallel`): N data-parallel CPU processes train on the
 one-process batches and give the one-process losses, and evaluate and translate in the one-process batches and give
-its outputs."""
+its outputs; DDP does not search for unused parameters where a model has none."""
 
 import json
 import os
@@ -12,11 +12,15 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from training_helpers import TINY_OVERRIDES, synthetic_corpus
-from transformers import HfArgumentParser
+from transformers import HfArgumentParser, MarianMTModel
 
+from hf_syntax_mt import SyntaxMTForConditionalGeneration
 from hf_syntax_mt.features.batching import TokenBudgetBatchSampler, pair_lengths
-from hf_syntax_mt.training.data_parallel import available_cores, check_processes, worker_arguments
+from hf_syntax_mt.syntax.trees import IGNORE_INDEX
+from hf_syntax_mt.training.data_parallel import (RELATION_TERMS, available_cores, check_processes,
+                                                 every_parameter_trained, worker_arguments)
 from hf_syntax_mt.features.synthetic import write_synthetic_corpus
 from hf_syntax_mt.training.run import train, train_in_processes
 from hf_syntax_mt.training.trainer import dataset_lengths
@@ -73,6 +77,45 @@ def test_fixed_order_batches_are_dealt_out_whole(longest_first):
     assert list(TokenBudgetBatchSampler([], 40, shuffle=False, num_replicas=2, rank=1)) == []
     with pytest.raises(ValueError, match="split_batches splits training batches"):
         TokenBudgetBatchSampler(lengths, 120, shuffle=False, num_replicas=2, split_batches=True)
+
+
+def _parameters_without_gradient(model) -> list[str]:
+    """The trainable parameters of `model` that one training step on a batch with every feature leaves without a
+    gradient (those DDP's `find_unused_parameters` looks for)."""
+    from model_helpers import random_batch, syntax_kwargs
+
+    config = model.train().config
+    batch = random_batch([7, 5, 6], seed=1, vocab_size=min(40, config.vocab_size))
+    features = {**syntax_kwargs(config, batch), "source_heads": batch["source_heads"]}
+    labels = torch.randint(3, min(40, config.vocab_size), (3, 6))
+    labels[1, 4:] = IGNORE_INDEX
+    if config.dbsa_decoder_layer:
+        features["target_heads"] = torch.full((3, 6), IGNORE_INDEX)
+        features["target_heads"][:, :5] = torch.tensor([1, 2, 2, 2, 3])
+    model(batch["input_ids"], batch["attention_mask"], labels=labels, **features).loss.backward()
+    return [name for name, p in model.named_parameters() if p.requires_grad and p.grad is None]
+
+
+def test_ddp_looks_for_unused_parameters_only_where_a_model_has_some(tmp_path):
+    """`every_parameter_trained` (DDP's find_unused_parameters off) agrees with what a training step leaves without
+    a gradient: nothing in any preset, self-parsing model or converted MarianMT checkpoint; the relation table of a
+    term switched off in an ablation. Other models keep transformers' default."""
+    from marian_helpers import make_marian
+    from model_helpers import ALL_PRESETS, tiny_config
+
+    configs = [tiny_config(preset) for preset in ALL_PRESETS]
+    configs += [tiny_config(preset, self_parsing=True, self_parsing_own_tree_rate=rate)
+                for preset in ("transformer_dep_rel", "transformer_dep_labeled_rel+transformer_sla") for rate in (0, 1)]
+    configs += [tiny_config("transformer_dep_labeled_rel+transformer_dbsa", **{term: False}) for term in RELATION_TERMS]
+    models = [SyntaxMTForConditionalGeneration(config) for config in configs]
+    make_marian(tmp_path)
+    models += [SyntaxMTForConditionalGeneration.from_marian(tmp_path, preset=preset)
+               for preset in ("transformer_abs", "transformer_dep_labeled_rel+transformer_dbsa")]
+    for model in models:
+        unused = _parameters_without_gradient(model)
+        assert every_parameter_trained(model) == (not unused), (model.config.preset, unused)
+    assert sum(not every_parameter_trained(model) for model in models) == len(RELATION_TERMS)
+    assert not every_parameter_trained(MarianMTModel.from_pretrained(tmp_path))
 
 
 def test_worker_arguments_split_the_batches_and_keep_the_accelerator_config(tmp_path):
@@ -150,6 +193,66 @@ def test_two_processes_give_the_one_process_losses(tmp_path, batching, entry):
     assert two == pytest.approx(one, abs=1e-4)
     assert (tmp_path / "two" / "model.safetensors").is_file()
     assert sorted(os.listdir(tmp_path / "two")) == sorted(os.listdir(tmp_path / "one"))
+
+
+FAMILIES = {  # name: (preset, config overrides)
+    "abs": ("transformer_abs", ""), "rel": ("transformer_rel", ""), "dep_rel": ("transformer_dep_rel", ""),
+    "dep_labeled_rel": ("transformer_dep_labeled_rel", ""), "sla": ("transformer_sla", ""),
+    "dbsa": ("transformer_dbsa", ""), "dbsa_enc": ("transformer_dbsa_enc", ""),
+    "self_parsing": ("transformer_dep_labeled_rel+transformer_sla", "self_parsing=True"),
+    "marian": ("transformer_dep_labeled_rel", ""),
+    "without_dependency_values": ("transformer_dep_rel", "dependency_value_term=False"),  # an unused table
+}
+
+
+def _train_families(root: str, marian: str, runs: list) -> dict:
+    """One process of `test_every_preset_family_trains_in_two_processes`: each (family, --ddp_find_unused_parameters)
+    of `runs` trains 3 steps; its losses and the `find_unused_parameters` its DDP model was built with."""
+    from training_helpers import tiny_args
+
+    out = {}
+    for family, find_unused in runs:
+        preset, overrides = FAMILIES[family]
+        model_args, data_args, training_args = tiny_args(
+            Path(root) / f"{family}-{find_unused}", preset, max_steps=3, logging_steps=1, eval_strategy="no",
+            save_strategy="no", load_best_model_at_end=False, report_to="none", seed=7,
+            accelerator_config={"split_batches": True}, ddp_find_unused_parameters=find_unused)
+        model_args.config_overrides += f",{overrides}" if overrides else ""
+        model_args.model_name_or_path = marian if family == "marian" else None
+        data_args.validation_file = None
+        trainer = train(model_args, data_args, training_args).trainer
+        out[family, find_unused] = ([entry["loss"] for entry in trainer.state.log_history if "loss" in entry],
+                                    type(trainer.model_wrapped).__name__, trainer.model_wrapped.find_unused_parameters)
+    return out
+
+
+@pytest.mark.slow
+def test_every_preset_family_trains_in_two_processes(tmp_path):
+    """DDP's search for unused parameters after each forward pass is off for every preset family (self-parsing and
+    a MarianMT warm start included), which leave no parameter without a gradient, and the losses are those of the
+    search on (transformers' default, which `--ddp_find_unused_parameters true` still asks for); a model with an
+    unused relation table keeps the search and trains."""
+    if available_cores() < 2:
+        pytest.skip("needs 2 cores")
+    from marian_helpers import make_marian
+
+    from hf_syntax_mt.hub.convert_marian import train_marian_tokenizer
+    from hf_syntax_mt.training.data_parallel import launch
+
+    data = synthetic_corpus()
+    tokenizer = train_marian_tokenizer(tmp_path / "marian", *((data / f"train.{side}").read_text().splitlines()
+                                                              for side in ("src", "tgt")), 60, 60)
+    make_marian(tmp_path / "marian", vocab_size=len(tokenizer), pad=tokenizer.pad_token_id)
+    families = [family for family in FAMILIES if family != "without_dependency_values"]
+    runs = [(family, find_unused) for family in families for find_unused in (None, True)]
+    result = launch(_train_families, str(tmp_path), str(tmp_path / "marian"),
+                    runs + [("without_dependency_values", None)], processes=2)
+    for family in families:
+        losses, wrapper, find_unused = result[family, None]
+        searched, _, search = result[family, True]
+        assert (wrapper, find_unused, search) == ("DistributedDataParallel", False, True), family
+        assert len(losses) == 3 and losses == pytest.approx(searched, abs=1e-6), family
+    assert result["without_dependency_values", None][1:] == ("DistributedDataParallel", True)
 
 
 def _evaluation_cli(model: Path, data: Path, out: Path, *extra: str) -> list[str]:
