@@ -2,6 +2,7 @@
 
     python benchmarks/training_speed.py [--updates 1000] [--preset transformer_abs] [--cores 2]
                                         [--runs-dir DIR] [--out FILE.json] [--only before|after]
+                                        [--data-parallel-as-before]
 
 Two settings train the same preset on the same data (the recipes' 50,000-pair sample, tokenizer and 2,048-token
 batches), each in a fresh process, for `--updates` updates, then evaluate once as their recipe does:
@@ -19,6 +20,9 @@ validation set after training: all of tune before, its first 500 sentences after
 how long the young model's translations are, so compare the two settings at the same `--updates`. Training tokens/s
 count the padded positions of both sides of the one-process batches. `--only SETTING` runs one setting and prints
 its figures (a setting measured on another day is no baseline: compare settings of one run).
+`--data-parallel-as-before` runs `after`'s processes as they ran before issue 73's change, to measure it: evaluation
+in the Trainer's sharded fixed-size batches (not the one-process token-budget batches dealt out whole), and DDP
+searching for unused parameters after each forward pass.
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ def child_settings(setting: str, cores: int) -> dict:
     return {"processes": cores, "threads": 1, "ops": "fast", "huge_pages": "1"}
 
 
-def train_and_time(setting: str, updates: int, preset: str, runs_dir: str) -> dict:
+def train_and_time(setting: str, updates: int, preset: str, runs_dir: str,
+                   data_parallel_as_before: bool = False) -> dict:
     """In one process (or rank 0 of the data-parallel ones): train `updates` updates with the setting's recipe,
     then evaluate once (`train()`'s evaluation after training), timed."""
     import torch
@@ -64,6 +69,9 @@ def train_and_time(setting: str, updates: int, preset: str, runs_dir: str) -> di
                     logging_steps=max(1, updates // 10), bf16=bool(training.get("bf16")) and _native_bf16())
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # the processes split the one-process batches between them
         training["accelerator_config"] = {"split_batches": True}
+        if data_parallel_as_before:
+            training["ddp_find_unused_parameters"] = True
+            _evaluate_in_sharded_batches()
     (Path(runs_dir) / "training_speed").mkdir(parents=True, exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix=f"{setting}_", dir=Path(runs_dir) / "training_speed"))
     args = argparse.Namespace(device="cpu", runs_dir=runs_dir)
@@ -82,6 +90,16 @@ def train_and_time(setting: str, updates: int, preset: str, runs_dir: str) -> di
             "eval_sentences": len(result.datasets["validation"]), "eval_seconds": round(evaluation["eval_runtime"], 1),
             "eval_mean_output_subwords": evaluation.get("eval_gen_len"), "bf16": training_args.bf16,
             "threads": torch.get_num_threads()}
+
+
+def _evaluate_in_sharded_batches() -> None:
+    """Data-parallel evaluation as before issue 73's change: the Trainer's fixed-size batches, split between the
+    processes, instead of the token-budget batches."""
+    from hf_syntax_mt.training.trainer import SyntaxMTSeq2SeqTrainer
+
+    token_batches = SyntaxMTSeq2SeqTrainer._fixed_order_token_dataloader
+    SyntaxMTSeq2SeqTrainer._fixed_order_token_dataloader = (
+        lambda self, *args, **kwargs: None if self.args.world_size > 1 else token_batches(self, *args, **kwargs))
 
 
 def padded_tokens_per_update(features, max_tokens: int) -> float:
@@ -109,7 +127,7 @@ def child_main(args) -> None:
         import step_profile
 
         step_profile.use_ops("functional")
-    call = (args.child, args.updates, args.preset, args.runs_dir)
+    call = (args.child, args.updates, args.preset, args.runs_dir, args.data_parallel_as_before)
     if settings["processes"] > 1:
         from hf_syntax_mt.training.data_parallel import launch
 
@@ -118,7 +136,8 @@ def child_main(args) -> None:
         torch.set_num_threads(settings["threads"])
         out = train_and_time(*call)
     out.update(processes=settings["processes"], threads_per_process=settings["threads"], ops=settings["ops"],
-               huge_pages=settings["huge_pages"] == "1")
+               huge_pages=settings["huge_pages"] == "1",
+               data_parallel_as_before=settings["processes"] > 1 and args.data_parallel_as_before)
     Path(args.child_out).write_text(json.dumps(out))
 
 
@@ -137,6 +156,9 @@ def main(argv=None):
     parser.add_argument("--only", choices=("before", "after"), help="run one setting only")
     parser.add_argument("--runs-dir", default=str(HERE.parent / "runs" / "quality"))
     parser.add_argument("--out", type=Path, default=None, help="also write the figures to this JSON file")
+    parser.add_argument("--data-parallel-as-before", action="store_true",
+                        help="processes as before issue 73: sharded fixed-size evaluation batches, DDP's search for "
+                             "unused parameters")
     parser.add_argument("--child", choices=("before", "after"), help=argparse.SUPPRESS)
     parser.add_argument("--child-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -150,7 +172,8 @@ def main(argv=None):
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
             out = f.name
         command = [sys.executable, __file__, "--child", setting, "--child-out", out, "--updates", str(args.updates),
-                   "--preset", args.preset, "--cores", str(args.cores), "--runs-dir", args.runs_dir]
+                   "--preset", args.preset, "--cores", str(args.cores), "--runs-dir", args.runs_dir,
+                   *["--data-parallel-as-before"] * args.data_parallel_as_before]
         subprocess.run(command, check=True, cwd=HERE)
         result = json.loads(Path(out).read_text())
         results[setting] = {**result, **per_thousand(result)}
