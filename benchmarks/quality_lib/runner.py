@@ -18,7 +18,7 @@ from transformers import TrainerCallback
 
 from hf_syntax_mt.training.checkpoint_averaging import average_checkpoints, last_checkpoints
 
-from .corpus import Corpus, alignment_report, parser_label
+from .corpus import Corpus, alignment_report, check_parser_installed, parser_label
 from .translation import (blind_path, dev_feature_batches, evaluate_sets, parse_head_accuracy, score, translate,
                           translate_batch_size, translate_blind)
 from .recipes import REPO, grid_runs, load_recipe, run_config, run_settings
@@ -676,6 +676,9 @@ def parse_command(args) -> None:
     and check the word/subword alignment on dev."""
     for recipe_path in args.recipe:
         recipe = load_recipe(recipe_path)
+        for side in ("source", "target"):  # every parser first: not a missing one after the other side's parse
+            if recipe.get(f"{side}_parser"):
+                check_parser_installed(recipe[f"{side}_parser"])
         corpus = Corpus(recipe, args.runs_dir, args.train_limit, args.dev_limit)
         blind = corpus.blind_lines_parsed()
         if blind and recipe.get("source_parser"):
