@@ -95,7 +95,7 @@ def variant_lines(variants: dict, order: list[str], compare) -> list[str]:
 def main_table_lines(recipe: dict, runs: list[dict], order: list[str], by_preset: dict, tests: dict,
                      dev_limit: int) -> list[str]:
     """The recipe's main table: dev BLEU / chrF mean ± std over seeds, Δ against abs and rel with the paired
-    bootstrap's interval and p, steps and wall-clock cost, and the footnotes its marks (§ ‡ ¶ †) call for."""
+    bootstrap's interval and p, steps and wall-clock cost, and the footnotes its marks (§ ∥ ‡ ¶ †) call for."""
     tokenize = recipe["bleu_tokenize"]
     lines = [
         f"Dev set: {dev_limit} sentences; beam {recipe['final_num_beams']}, the saved model in fp32 (the checkpoint "
@@ -121,7 +121,8 @@ def main_table_lines(recipe: dict, runs: list[dict], order: list[str], by_preset
         for base in (BASELINE, DEP_BASELINE):
             t = tests.get((p, base))
             cells += [f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]", f"{t['p_value']:.3f}"] if t else ["–", "–"]
-        marks = ("§" if any(r.get("threads", 2) != 2 for r in rs) else "") + \
+        in_processes = any((r.get("processes") or 1) > 1 for r in rs)
+        marks = ("∥" if in_processes else "§" if any(r.get("threads", 2) != 2 for r in rs) else "") + \
             ("‡" if any(r.get("resumed_from_step") for r in rs) else "")
         stopped_mark = "¶" if any(r.get("stopped_by_deadline_after_epoch") for r in rs) else ""
         cells += [f"{rs[0]['steps']}{stopped_mark}", f"{np.mean([r['train_runtime_seconds'] for r in rs]) / 3600:.2f}{marks}",
@@ -131,6 +132,10 @@ def main_table_lines(recipe: dict, runs: list[dict], order: list[str], by_preset
               "`benchmarks/speed.py` compares speed properly. ‡ resumed from a checkpoint: the figures cover "
               "the last process only. § trained with a torch thread count other than 2 (`--threads`; 1 when two runs "
               "shared the 2 cores, which gives ≈1.3× the throughput of one 2-thread run, each run slower)."]
+    if any((r.get("processes") or 1) > 1 for r in runs):
+        lines[-1] += (" ∥ trained by data-parallel processes (`--processes N`, one torch thread each), on the cores of "
+                      "one machine: " + ", ".join(sorted({f"{r['processes']} processes" for r in runs
+                                                          if (r.get("processes") or 1) > 1})) + ".")
     stopped = [r for r in runs if r.get("stopped_by_deadline_after_epoch")]
     if stopped:
         lines[-1] += (" ¶ training was stopped (`--stop-training-by` / `--stop-training-after-epoch`) before the "

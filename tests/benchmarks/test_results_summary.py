@@ -137,3 +137,19 @@ def test_summary_without_recipes_regenerates_the_sections_the_file_holds(tmp_pat
     output.write_text("# Results\n\n" + results_md.marked("quality:no.such-recipe", "old") + "\n", encoding="utf-8")
     with pytest.raises(SystemExit, match="give --recipe .*no.such-recipe.json"):
         quality.main(["summary", "--output", str(output)])
+
+
+def test_a_run_of_data_parallel_processes_is_marked_as_such_not_as_a_thread_count():
+    """A `--processes 2` run records threads=1 (each process's); its cost cells say processes (∥), not § (a
+    run with another thread count, e.g. two runs sharing the cores)."""
+    from quality_lib.summary import main_table_lines
+
+    recipe = {"bleu_tokenize": "13a", "final_num_beams": 4, "model": {}, "training": {}, "presets": ["transformer_abs"]}
+    run = {"preset": "transformer_abs", "seed": 1, "dev": {"bleu": 7.81, "chrf": 30.04}, "steps": 6348,
+           "train_runtime_seconds": 4932.0, "train_tokens_per_second": 4448.0, "threads": 1}
+    table = lambda r: main_table_lines(recipe, [r], ["transformer_abs"], {"transformer_abs": [r]}, {}, 1166)  # noqa: E731
+    one_thread, processes = table(run), table({**run, "processes": 2})
+    assert "| 1.37§ | 4448§ |" in one_thread[4] and "∥" not in "".join(one_thread)
+    assert "| 1.37∥ | 4448∥ |" in processes[4]
+    assert processes[-1].endswith("∥ trained by data-parallel processes (`--processes N`, one torch thread each), on the "
+                                  "cores of one machine: 2 processes.")
