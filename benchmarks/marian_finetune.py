@@ -139,7 +139,7 @@ def pretrain(corpus: Corpus, directory: Path, args) -> Path:
         return directory
     if not (directory / "vocab.json").is_file():
         train_sentencepiece_pair(corpus, directory, {"source": 1000, "target": 300} if args.smoke else SPM_SIZES)
-    tokenizer = convert_marian_tokenizer(directory)  # the same ids as MarianTokenizer (tests/test_marian.py), faster
+    tokenizer = convert_marian_tokenizer(directory)  # the same ids as MarianTokenizer (tests/hub/test_convert_marian.py), faster
     torch.manual_seed(0)
     config = MarianConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                           decoder_start_token_id=tokenizer.pad_token_id, forced_eos_token_id=tokenizer.eos_token_id,

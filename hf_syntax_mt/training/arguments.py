@@ -188,7 +188,9 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
         metadata={"help": "Token-budget batches (as fairseq --max-tokens): each training batch holds at most this many "
                   "padded positions, sentences x the longest side of its longest pair, after sorting by length "
                   "(batches shuffled with the seed every epoch; a longer pair gets a batch of its own). Replaces "
-                  "--per_device_train_batch_size; per process under data parallelism. Default: fixed-size batches"},
+                  "--per_device_train_batch_size; under --processes the budget of all the processes together (each "
+                  "batch is split between them), under torchrun / accelerate launch each process's own. Default: "
+                  "fixed-size batches"},
     )
     eval_max_tokens_per_batch: Optional[int] = field(
         default=None,

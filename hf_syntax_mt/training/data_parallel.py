@@ -6,7 +6,7 @@ train one model as the Trainer does under `torchrun`: DDP over gloo on localhost
 batch of `--per_device_train_batch_size` pairs, and each token-budget batch of `--max_tokens_per_batch`
 (`TokenBudgetBatchSampler(split_batches=True)`), between the processes, and the loss of a step is the mean over
 the target tokens of all processes (`token_share`), as one process computes it; so N processes give one
-process's losses (tests/test_data_parallel.py), only faster. Two exceptions: the parse losses of the DBSA and
+process's losses (tests/training/test_data_parallel.py), only faster. Two exceptions: the parse losses of the DBSA and
 self-parsing presets are weighted by target tokens too, not by their own arcs; and a fixed-size epoch's last,
 smaller batch is filled up with the epoch's first pairs (accelerate's `even_batches`) unless the number of
 training pairs is a multiple of the batch size. Evaluation and prediction under `--eval_max_tokens_per_batch` deal
