@@ -2,7 +2,7 @@
 
     python benchmarks/training_speed.py [--updates 1000] [--preset transformer_abs] [--cores 2]
                                         [--runs-dir DIR] [--out FILE.json] [--only before|after]
-                                        [--data-parallel-as-before]
+                                        [--data-parallel-as-before] [--no-bf16]
 
 Two settings train the same preset on the same data (the recipes' 50,000-pair sample, tokenizer and 2,048-token
 batches), each in a fresh process, for `--updates` updates, then evaluate once as their recipe does:
@@ -22,7 +22,8 @@ count the padded positions of both sides of the one-process batches. `--only SET
 its figures (a setting measured on another day is no baseline: compare settings of one run).
 `--data-parallel-as-before` runs `after`'s processes as they ran before issue 73's change, to measure it: evaluation
 in the Trainer's sharded fixed-size batches (not the one-process token-budget batches dealt out whole), and DDP
-searching for unused parameters after each forward pass.
+searching for unused parameters after each forward pass. `--no-bf16` trains in fp32 (as the KFTT campaign's runs do)
+where the recipe would use bf16 on a CPU with native bf16.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def child_settings(setting: str, cores: int) -> dict:
 
 
 def train_and_time(setting: str, updates: int, preset: str, runs_dir: str,
-                   data_parallel_as_before: bool = False) -> dict:
+                   data_parallel_as_before: bool = False, bf16: bool = True) -> dict:
     """In one process (or rank 0 of the data-parallel ones): train `updates` updates with the setting's recipe,
     then evaluate once (`train()`'s evaluation after training), timed."""
     import torch
@@ -66,7 +67,7 @@ def train_and_time(setting: str, updates: int, preset: str, runs_dir: str,
     for key in ("num_train_epochs", "save_last_checkpoints", "save_last_span", "save_steps", "eval_steps"):
         training.pop(key, None)
     training.update(max_steps=updates, eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
-                    logging_steps=max(1, updates // 10), bf16=bool(training.get("bf16")) and _native_bf16())
+                    logging_steps=max(1, updates // 10), bf16=bf16 and bool(training.get("bf16")) and _native_bf16())
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # the processes split the one-process batches between them
         training["accelerator_config"] = {"split_batches": True}
         if data_parallel_as_before:
@@ -127,7 +128,7 @@ def child_main(args) -> None:
         import step_profile
 
         step_profile.use_ops("functional")
-    call = (args.child, args.updates, args.preset, args.runs_dir, args.data_parallel_as_before)
+    call = (args.child, args.updates, args.preset, args.runs_dir, args.data_parallel_as_before, not args.no_bf16)
     if settings["processes"] > 1:
         from hf_syntax_mt.training.data_parallel import launch
 
@@ -159,6 +160,7 @@ def main(argv=None):
     parser.add_argument("--data-parallel-as-before", action="store_true",
                         help="processes as before issue 73: sharded fixed-size evaluation batches, DDP's search for "
                              "unused parameters")
+    parser.add_argument("--no-bf16", action="store_true", help="fp32 even where the CPU has native bf16")
     parser.add_argument("--child", choices=("before", "after"), help=argparse.SUPPRESS)
     parser.add_argument("--child-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -173,7 +175,7 @@ def main(argv=None):
             out = f.name
         command = [sys.executable, __file__, "--child", setting, "--child-out", out, "--updates", str(args.updates),
                    "--preset", args.preset, "--cores", str(args.cores), "--runs-dir", args.runs_dir,
-                   *["--data-parallel-as-before"] * args.data_parallel_as_before]
+                   *["--data-parallel-as-before"] * args.data_parallel_as_before, *["--no-bf16"] * args.no_bf16]
         subprocess.run(command, check=True, cwd=HERE)
         result = json.loads(Path(out).read_text())
         results[setting] = {**result, **per_thousand(result)}
@@ -183,7 +185,8 @@ def main(argv=None):
     print("| setting | processes x threads | train s / 1,000 updates | eval s (sentences, mean output) | "
           "s / 1,000 updates with evaluation | evaluation share | train tokens/s |\n|---|---|---|---|---|---|---|")
     for name, r in results.items():
-        print(f"| {name} ({r['recipe']}) | {r['processes']} x {r['threads_per_process']} | "
+        precision = "bf16" if r["bf16"] else "fp32"
+        print(f"| {name} ({r['recipe']}, {precision}) | {r['processes']} x {r['threads_per_process']} | "
               f"{r['train_seconds'] / r['updates'] * 1000:.0f} | {r['eval_seconds']:.0f} ({r['eval_sentences']}"
               f", {r['eval_mean_output_subwords']}) | {r['seconds_per_1000_updates']:.0f} | "
               f"{r['evaluation_share']:.1%} | {r['train_tokens_per_second']:.0f} |")
