@@ -15,7 +15,8 @@ own, and `gather_rows` gathers batches of different sizes), so they give one pro
 the Trainer splits its fixed-size batches. DDP looks for parameters without a gradient after each forward pass only
 where a model has some (`every_parameter_trained`; `--ddp_find_unused_parameters` overrides it). Only process 0
 prints and writes the outputs; the others' output goes to log files that are shown if a process fails. Ctrl-C
-reaches every process (one process group): each saves its checkpoint after the same step, as one process does.
+reaches every process (one process group), SIGTERM too or the launcher passes it on: each saves its checkpoint after
+the same step, as one process does.
 
 Why processes and not threads: torch's threads wait for each other at every operation, N processes only once a
 step (the gradient all-reduce). On an idle Intel Xeon (the KFTT recipe's model, 2,048-token batches) one process
@@ -31,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import multiprocessing
 import os
 import shutil
 import signal
@@ -195,17 +197,28 @@ def _launcher_log_to(path: Optional[Path]):
 
 
 @contextlib.contextmanager
-def _sigint_left_to_workers():
-    """While the processes run, Ctrl-C (sent to the whole process group) is theirs to handle: each saves a
-    checkpoint after the same step. The launcher would otherwise send them a second signal, which aborts."""
+def _signals_left_to_workers():
+    """While the processes run, stopping them is theirs to handle: each saves a checkpoint after the same step.
+    Ctrl-C reaches the whole process group; SIGTERM may come to the group (`kill -TERM -- -PGID`, a job scheduler)
+    or to this process alone (`kill PID`, a container's stop), so it is passed on to the processes, which take a
+    second SIGTERM as the same request. torch elastic's launcher would otherwise shut them down with a second signal
+    while they save."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, lambda number, frame: None)
+
+    def pass_on(number, frame):
+        for process in multiprocessing.active_children():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, number)
+
+    previous = {signal.SIGINT: signal.signal(signal.SIGINT, lambda number, frame: None),
+                signal.SIGTERM: signal.signal(signal.SIGTERM, pass_on)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def launch(entrypoint: Callable, *args, processes: int, threads: int = 1, log_dir: Optional[Path] = None) -> Any:
@@ -228,10 +241,10 @@ def launch(entrypoint: Callable, *args, processes: int, threads: int = 1, log_di
             folder = tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=_made(Path(log_dir)))
         config = LaunchConfig(
             min_nodes=1, max_nodes=1, nproc_per_node=processes, run_id=uuid.uuid4().hex, rdzv_backend="c10d",
-            rdzv_endpoint="localhost:0", max_restarts=0, signals_to_handle="SIGTERM,SIGHUP,SIGQUIT",
+            rdzv_endpoint="localhost:0", max_restarts=0, signals_to_handle="SIGHUP,SIGQUIT",
             logs_specs=DefaultLogsSpecs(log_dir=folder, redirects={rank: Std.ALL for rank in range(1, processes)}),
         )
-        with _sigint_left_to_workers(), _launcher_log_to(None if log_dir is None else Path(folder) / LAUNCHER_LOG):
+        with _signals_left_to_workers(), _launcher_log_to(None if log_dir is None else Path(folder) / LAUNCHER_LOG):
             returned = elastic_launch(config, _worker)(entrypoint, threads, *args)
         if log_dir is not None:
             shutil.rmtree(folder, ignore_errors=True)

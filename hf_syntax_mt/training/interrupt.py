@@ -1,9 +1,10 @@
 """Stopping training on Ctrl-C (SIGINT) or SIGTERM with a resumable checkpoint instead of a traceback.
 
 `InterruptCallback` replaces the SIGINT / SIGTERM handlers while the Trainer trains (restoring the old
-ones after). A signal only sets a flag (and restores the old handlers, so a second Ctrl-C aborts at once);
-at the end of the current optimizer step the callback asks the Trainer to save a checkpoint there and to
-stop (a signal at or after the last step lets the run finish as usual). `trainer.train(resume_from_checkpoint=...)`
+ones after). A signal only sets a flag (and restores the old handlers, so a second Ctrl-C aborts at once; a
+process of a `--processes` run ignores a second SIGTERM, which its launcher passes on); at the end of the current
+optimizer step the callback asks the Trainer to save a checkpoint there and to stop (a signal at or after the last
+step lets the run finish as usual). `trainer.train(resume_from_checkpoint=...)`
 then continues from that step with the saved optimizer, scheduler and RNG states and the same data order,
 and ends with the weights of an uninterrupted run.
 
@@ -52,6 +53,7 @@ class InterruptCallback(TrainerCallback):
         self.checkpoint: Optional[str] = None
         self.step: Optional[int] = None
         self._previous_handlers: dict[int, object] = {}
+        self._keeps_sigterm = False
 
     # --- signal handlers ----------------------------------------------------------------------
 
@@ -67,6 +69,7 @@ class InterruptCallback(TrainerCallback):
         for number, handler in self._previous_handlers.items():
             signal.signal(number, handler)
         self._previous_handlers = {}
+        self._keeps_sigterm = False
 
     @contextlib.contextmanager
     def handling_signals(self):
@@ -78,11 +81,20 @@ class InterruptCallback(TrainerCallback):
             self.restore_signal_handlers()
 
     def _on_signal(self, number, frame) -> None:
+        if self._keeps_sigterm:  # the SIGTERM that came is coming again
+            return
         self.signal_number = number
-        self.restore_signal_handlers()  # a second signal aborts at once
-        logger.warning("%s received: stopping after this training step to save a checkpoint (%s again aborts "
-                       "without saving)", signal.Signals(number).name,
-                       "Ctrl-C" if number == signal.SIGINT else signal.Signals(number).name)
+        if number == signal.SIGTERM and "TORCHELASTIC_RUN_ID" in os.environ:
+            # a `--processes` launcher passes SIGTERM on to its processes: one sent to the group comes twice, so
+            # this handler stays for SIGTERM (never the default, which kills, in between)
+            self._keeps_sigterm = True
+            signal.signal(signal.SIGINT, self._previous_handlers.pop(signal.SIGINT))
+            again = "Ctrl-C"
+        else:
+            self.restore_signal_handlers()  # a second signal aborts at once
+            again = ("Ctrl-C" if number == signal.SIGINT else signal.Signals(number).name) + " again"
+        logger.warning("%s received: stopping after this training step to save a checkpoint (%s aborts without "
+                       "saving)", signal.Signals(number).name, again)
 
     # --- Trainer events -----------------------------------------------------------------------
 

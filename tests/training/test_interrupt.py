@@ -115,6 +115,36 @@ def test_second_signal_aborts_at_once():
         signal.signal(signal.SIGINT, inherited)
 
 
+@pytest.mark.parametrize("launched", [False, True], ids=["one_process", "process_of_a_processes_run"])
+def test_a_second_sigterm_aborts_except_in_a_process_of_a_processes_run(monkeypatch, launched):
+    """A `--processes` launcher passes SIGTERM on to its processes, so one sent to the whole group reaches each
+    process twice: there the second is the same request (SIGTERM keeps the callback's handler, Ctrl-C aborts);
+    in one process a second SIGTERM goes to the handler that was there before."""
+    from hf_syntax_mt.training.interrupt import InterruptCallback
+
+    if launched:
+        monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
+    else:
+        monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    before = {n: signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM)}
+    came = []
+    signal.signal(signal.SIGTERM, lambda number, frame: came.append(number))  # stands for the default (death)
+    try:
+        interrupt = InterruptCallback()
+        with interrupt.handling_signals():
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert interrupt.signal_number == signal.SIGTERM
+            assert signal.getsignal(signal.SIGINT) == before[signal.SIGINT]
+            assert came == ([] if launched else [signal.SIGTERM])
+        assert signal.getsignal(signal.SIGINT) == before[signal.SIGINT]
+        os.kill(os.getpid(), signal.SIGTERM)  # after training: the old handler again
+        assert came == [signal.SIGTERM] if launched else [signal.SIGTERM, signal.SIGTERM]
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
 @pytest.mark.parametrize("number", [signal.SIGINT, signal.SIGTERM])
 def test_train_command_exits_130_or_143_with_one_line_saying_how_to_resume(tmp_path, number):
     """The signal comes from outside (as Ctrl-C or a scheduler sends it), once the first step is logged."""
