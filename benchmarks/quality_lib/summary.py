@@ -92,6 +92,12 @@ def variant_lines(variants: dict, order: list[str], compare) -> list[str]:
     return lines
 
 
+def _resumed_mark(run: dict) -> str:
+    """‡ for a resumed run whose runtime covers its last process only (results written before the runner kept
+    `training_processes`), ↻ for one whose runtime covers all of its training."""
+    return "↻" if "training_processes" in run else "‡"
+
+
 def main_table_lines(recipe: dict, runs: list[dict], order: list[str], by_preset: dict, tests: dict,
                      dev_limit: int) -> list[str]:
     """The recipe's main table: dev BLEU / chrF mean ± std over seeds, Δ against abs and rel with the paired
@@ -123,14 +129,16 @@ def main_table_lines(recipe: dict, runs: list[dict], order: list[str], by_preset
             cells += [f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]", f"{t['p_value']:.3f}"] if t else ["–", "–"]
         in_processes = any((r.get("processes") or 1) > 1 for r in rs)
         marks = ("∥" if in_processes else "§" if any(r.get("threads", 2) != 2 for r in rs) else "") + \
-            ("‡" if any(r.get("resumed_from_step") for r in rs) else "")
+            "".join(sorted({_resumed_mark(r) for r in rs if r.get("resumed_from_step")}))
         stopped_mark = "¶" if any(r.get("stopped_by_deadline_after_epoch") for r in rs) else ""
         cells += [f"{rs[0]['steps']}{stopped_mark}", f"{np.mean([r['train_runtime_seconds'] for r in rs]) / 3600:.2f}{marks}",
                   f"{np.mean([r['train_tokens_per_second'] for r in rs]):.0f}{marks}"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Train h and tokens/s are wall-clock figures of a shared 2-core machine (other jobs ran at times); "
-              "`benchmarks/speed.py` compares speed properly. ‡ resumed from a checkpoint: the figures cover "
-              "the last process only. § trained with a torch thread count other than 2 (`--threads`; 1 when two runs "
+              "`benchmarks/speed.py` compares speed properly. ‡ resumed from a checkpoint by a runner that did not "
+              "record each training process yet: the figures cover the last process only. ↻ resumed from a "
+              "checkpoint: the figures cover the training of every process (the checkpoints carry the seconds "
+              "behind them; the result's `training_processes` lists the processes it recorded). § trained with a torch thread count other than 2 (`--threads`; 1 when two runs "
               "shared the 2 cores, which gives ≈1.3× the throughput of one 2-thread run, each run slower)."]
     if any((r.get("processes") or 1) > 1 for r in runs):
         lines[-1] += (" ∥ trained by data-parallel processes (`--processes N`, one torch thread each), on the cores of "
