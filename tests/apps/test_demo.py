@@ -59,7 +59,7 @@ def test_demo_interrupted_stops_with_one_line_and_the_same_command_resumes(tmp_p
     the same command resumes from that checkpoint and finishes."""
     command = [sys.executable, "-c", "import sys; from hf_syntax_mt.cli import main; sys.exit(main())", "demo",
                "--out", str(tmp_path / "demo"), "--presets", "transformer_abs", "--n-train", "64", "--n-dev", "4",
-               "--max-steps", "600", "--batch-size", "8", "--threads", "1"]
+               "--max-steps", "120", "--batch-size", "8", "--threads", "1"]
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
