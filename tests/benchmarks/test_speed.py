@@ -116,11 +116,11 @@ def test_speed_benchmark_tables_on_tiny_model(tmp_path):
     output = tmp_path / "speed.json"
     results = speed.main([
         "--lengths", "8", "12", "--memory-lengths", "8", "12", "16", "--tokens-per-batch", "16", "--rounds", "2", "--size", TINY,
-        "--presets", "transformer_dep_rel", "transformer_dbsa", "transformer_sla",
+        "--presets", "transformer_dbsa", "transformer_sla",
         "--pipeline-text", str(paths["dev"]["src"]), "--pipeline-parser", str(paths["dev"]["src.conllu"]),
         "--pipeline-sentences", "10", "--output", str(output), "--results-md", str(tmp_path / "RESULTS.md"),
     ])
-    systems = ["marian", "transformer_abs", "transformer_dep_rel", "transformer_dbsa", "transformer_sla"]
+    systems = ["marian", "transformer_abs", "transformer_dbsa", "transformer_sla"]
     assert set(results["memory"]) == set(systems) and set(results["time"]["train"]) == set(systems)
     for system in systems:
         for n in (8, 12):
@@ -134,17 +134,16 @@ def test_speed_benchmark_tables_on_tiny_model(tmp_path):
     pipeline = results["pipeline"]
     assert set(pipeline) == set(systems[1:])
     assert pipeline["transformer_abs"]["parser_s"] == 0.0 and pipeline["transformer_dbsa"]["parser_s"] == 0.0
-    for system in ("transformer_dep_rel", "transformer_sla"):  # each pipeline's own parse time
-        assert pipeline[system]["parser_s"] > 0.0 and pipeline[system]["sentences"] == 10
+    assert pipeline["transformer_sla"]["parser_s"] > 0.0 and pipeline["transformer_sla"]["sentences"] == 10
     saved = json.loads(output.read_text())
     tables = saved["tables"]
     assert "n=12 step time ×abs / ×Marian" in tables and "n=16 memory ×abs / ×Marian" in tables
     assert "n=16 step time" not in tables and "beam-4 decode time ×Marian" in tables
-    assert "pipeline sentences/s" in tables and "| transformer_dep_rel |" in tables
+    assert "pipeline sentences/s" in tables and "| transformer_sla |" in tables
     # --parts: re-measure only the pipeline, keep memory and training times from the JSON
     again = speed.main([
         "--lengths", "8", "12", "--memory-lengths", "8", "12", "16", "--rounds", "2", "--size", TINY,
-        "--presets", "transformer_dep_rel", "transformer_dbsa", "transformer_sla", "--parts", "pipeline",
+        "--presets", "transformer_dbsa", "transformer_sla", "--parts", "pipeline",
         "--pipeline-text", str(paths["dev"]["src"]), "--pipeline-parser", str(paths["dev"]["src.conllu"]),
         "--pipeline-sentences", "10", "--output", str(output), "--results-md", str(tmp_path / "RESULTS.md"),
     ])
