@@ -138,8 +138,9 @@ def main_table_lines(recipe: dict, runs: list[dict], order: list[str], by_preset
               "`benchmarks/speed.py` compares speed properly. ‡ resumed from a checkpoint by a runner that did not "
               "record each training process yet: the figures cover the last process only. ↻ resumed from a "
               "checkpoint: the figures cover the training of every process (the checkpoints carry the seconds "
-              "behind them; the result's `training_processes` lists the processes it recorded). § trained with a torch thread count other than 2 (`--threads`; 1 when two runs "
-              "shared the 2 cores, which gives ≈1.3× the throughput of one 2-thread run, each run slower)."]
+              "behind them; the result's `training_processes` lists the processes it recorded). § trained with a "
+              "torch thread count other than 2 (`--threads`; 1 when two runs shared the 2 cores, which gives ≈1.3× "
+              "the throughput of one 2-thread run, each run slower)."]
     if any((r.get("processes") or 1) > 1 for r in runs):
         lines[-1] += (" ∥ trained by data-parallel processes (`--processes N`, one torch thread each), on the cores of "
                       "one machine: " + ", ".join(sorted({f"{r['processes']} processes" for r in runs
