@@ -1,9 +1,14 @@
-"""Tiny trained models shared by test_training / test_pipeline / test_cli (trained once per session)."""
+"""Tiny trained models shared by test_training / test_pipeline / test_cli (trained once per session), and the start and
+stop of a training command in a child process (the interrupt, data-parallel and demo tests)."""
 
 import atexit
+import os
 import shutil
+import signal
+import subprocess
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import torch
 from model_helpers import TINY as MODEL_TINY
@@ -71,3 +76,35 @@ def trained_model(preset="transformer_dep_rel+transformer_dbsa+transformer_sla")
 def scratch_dir(name) -> Path:
     path = Path(tempfile.mkdtemp(prefix=name, dir=_ROOT))
     return path
+
+
+# a training command in a child process: offline, one thread, its log lines as they come
+CHILD_ENV = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+
+
+def started_until(command: list[str], marker: str, stderr=subprocess.STDOUT) -> subprocess.Popen:
+    """Start `command` in its own process group and read its output until a line contains `marker` (the first log of
+    a training step: training runs); the lines read are in `process.lines`."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=CHILD_ENV,
+                               start_new_session=True)
+    process.lines = []
+    for line in process.stdout:
+        process.lines.append(line)
+        if marker in line:
+            return process
+    process.wait()
+    raise AssertionError(f"no line with {marker!r} before the command ended:\n" + "".join(process.lines)[-3000:])
+
+
+def stopped(process: subprocess.Popen, stop: Callable[[], None], timeout: float = 180) -> tuple[str, str]:
+    """Stop the command with `stop()`, wait for it and kill what is left of its process group; (all it printed on
+    its standard output, its standard error or "" when that went to the output)."""
+    try:
+        stop()
+        output, errors = process.communicate(timeout=timeout)
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:  # the whole group has ended
+            pass
+    return "".join(process.lines) + output, errors or ""

@@ -1,14 +1,13 @@
 """`hf-syntax-mt demo` at toy size: a rerun with other corpus settings regenerates the corpus and retrains;
 what it prints."""
 
-import os
 import signal
 import subprocess
 import sys
 
 from hf_syntax_mt.demo import run_demo
 
-from training_helpers import scratch_dir
+from training_helpers import CHILD_ENV, scratch_dir, started_until, stopped
 
 
 def test_demo_rerun_follows_new_corpus_settings(capsys):
@@ -60,23 +59,15 @@ def test_demo_interrupted_stops_with_one_line_and_the_same_command_resumes(tmp_p
     command = [sys.executable, "-c", "import sys; from hf_syntax_mt.cli import main; sys.exit(main())", "demo",
                "--out", str(tmp_path / "demo"), "--presets", "transformer_abs", "--n-train", "64", "--n-dev", "4",
                "--max-steps", "120", "--batch-size", "8", "--threads", "1"]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        for line in process.stdout:
-            if line.startswith("  transformer_abs: step "):  # the first training log: training runs
-                process.send_signal(signal.SIGINT)
-                break
-        _, err = process.communicate(timeout=300)
-    finally:
-        process.kill()
+    process = started_until(command, "  transformer_abs: step ", stderr=subprocess.PIPE)  # the first training log
+    _, err = stopped(process, lambda: process.send_signal(signal.SIGINT), timeout=300)
     assert process.returncode == 130, err[-3000:]
     assert "Traceback" not in err
     [checkpoint] = (tmp_path / "demo" / "transformer_abs").glob("checkpoint-*")
     step = int(checkpoint.name.split("-")[1])
     assert err.rstrip().splitlines()[-1] == (f"interrupted at step {step}: checkpoint saved in {checkpoint}; rerun "
                                              "the same command to resume")
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(command, capture_output=True, text=True, env=CHILD_ENV, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     progress = [line for line in done.stdout.splitlines() if line.startswith("  transformer_abs: step ")]
     assert int(progress[0].split()[2].split("/")[0]) > step  # resumed: no log of a step before the checkpoint

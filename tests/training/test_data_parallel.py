@@ -8,13 +8,11 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import torch
-from training_helpers import TINY_OVERRIDES, synthetic_corpus
+from training_helpers import CHILD_ENV, TINY_OVERRIDES, started_until, stopped, synthetic_corpus
 from transformers import HfArgumentParser, MarianMTModel
 
 from hf_syntax_mt import SyntaxMTForConditionalGeneration
@@ -309,9 +307,6 @@ def _train_command(out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-c", MAIN, *argv]
 
 
-ENV = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-
-
 @pytest.mark.slow
 def test_two_process_runs_into_fresh_folders_all_finish_with_their_model(tmp_path):
     """The lock race of issue 73: both processes took `--output_dir`'s lock (each was process 0 to accelerate), and
@@ -324,35 +319,13 @@ def test_two_process_runs_into_fresh_folders_all_finish_with_their_model(tmp_pat
         out = tmp_path / f"run{run}"
         done = subprocess.run(_train_command(out, "--max_steps", "4", "--save_strategy", "steps", "--save_steps", "2",
                                              "--max_tokens_per_batch", "96", "--processes", "2"),
-                              capture_output=True, text=True, env=ENV, timeout=300)
+                              capture_output=True, text=True, env=CHILD_ENV, timeout=300)
         output = done.stdout + done.stderr
         assert done.returncode == 0, output[-3000:]
         assert "is in use by another training run" not in output
         assert "parallel_mode != ParallelMode.DISTRIBUTED" not in output
         assert (out / "model.safetensors").is_file() and (out / "checkpoint-4").is_dir()
         assert json.loads((out / LOCK_NAME).read_text())["host"] == socket.gethostname()
-
-
-def _train_until_a_step_is_logged(command: list[str]) -> subprocess.Popen:
-    """Start `command` in its own process group and read its output until the Trainer logs a training step."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV,
-                               start_new_session=True)
-    process.lines = []
-    for line in process.stdout:
-        process.lines.append(line)
-        if "'loss'" in line:
-            return process
-    raise AssertionError("".join(process.lines)[-3000:])
-
-
-def _stopped(process: subprocess.Popen, stop: Callable[[], None]) -> str:
-    """Stop the run with `stop()` and wait for it; all it printed."""
-    try:
-        stop()
-        output, _ = process.communicate(timeout=180)
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-    return "".join(process.lines) + output
 
 
 def _interrupted_at(output: str, returncode: int, out: Path) -> int:
@@ -383,16 +356,17 @@ def test_sigterm_and_a_killed_process_stop_a_run_with_one_line_and_the_same_comm
 
     out = tmp_path / "out"
     command = _train_command(out, "--max_steps", "2000", "--max_tokens_per_batch", "96", "--processes", "2")
-    process = _train_until_a_step_is_logged(command)
-    first = _interrupted_at(_stopped(process, lambda: os.killpg(process.pid, signal.SIGTERM)), process.returncode, out)
+    process = started_until(command, "'loss'")
+    first = _interrupted_at(stopped(process, lambda: os.killpg(process.pid, signal.SIGTERM))[0], process.returncode,
+                           out)
 
-    process = _train_until_a_step_is_logged(command)
+    process = started_until(command, "'loss'")
     assert f"resuming from {out}/checkpoint-{first}" in "".join(process.lines)
     workers = [child for child in psutil.Process(process.pid).children(recursive=True)
                if "spawn_main" in " ".join(child.cmdline())]
     assert len(workers) == 2
     victim = max(workers, key=lambda child: child.pid)
-    output = _stopped(process, victim.kill)
+    output, _ = stopped(process, victim.kill)
     assert process.returncode == 1, output[-3000:]
     assert "Traceback" not in output and "Root Cause" not in output and "ProcessExitedException" not in output
     line = output.rstrip().splitlines()[-1]
@@ -403,9 +377,10 @@ def test_sigterm_and_a_killed_process_stop_a_run_with_one_line_and_the_same_comm
     assert line.endswith(f"{report.parent})") and "Root Cause" in report.read_text()
     assert (out / LOCK_NAME).is_file() and not (out / "model.safetensors").exists()
 
-    process = _train_until_a_step_is_logged(command)
+    process = started_until(command, "'loss'")
     assert f"resuming from {out}/checkpoint-{first}" in "".join(process.lines)
-    second = _interrupted_at(_stopped(process, lambda: process.send_signal(signal.SIGTERM)), process.returncode, out)
+    second = _interrupted_at(stopped(process, lambda: process.send_signal(signal.SIGTERM))[0], process.returncode,
+                            out)
     assert 1 <= first < second < 2000
     assert json.loads((out / LOCK_NAME).read_text())["host"] == socket.gethostname()
     assert [path.name for path in (out / "_processes").iterdir()] == [report.parent.name]  # the others': removed

@@ -3,7 +3,6 @@ exit status 130 / 143, and a rerun that ends with the weights of an uninterrupte
 
 import os
 import signal
-import subprocess
 import sys
 
 import pytest
@@ -12,7 +11,7 @@ from transformers import TrainerCallback
 
 from hf_syntax_mt.training.run import train
 
-from training_helpers import TINY_OVERRIDES, scratch_dir, synthetic_corpus, tiny_args
+from training_helpers import TINY_OVERRIDES, scratch_dir, started_until, stopped, synthetic_corpus, tiny_args
 
 # 48 training pairs in batches of 16: 3 steps an epoch; 7 steps end in the middle of the third epoch
 STEPS = dict(max_steps=7, logging_steps=1, save_strategy="no", eval_strategy="no", load_best_model_at_end=False)
@@ -53,15 +52,15 @@ def test_interrupted_run_resumes_to_the_weights_of_a_straight_run(number, step, 
     straight = train(*dropout_args(scratch_dir("straight"), **STEPS))
     out = scratch_dir("interrupted")
     handlers = {n: signal.getsignal(n) for n in (signal.SIGINT, signal.SIGTERM)}
-    stopped = train(*dropout_args(out, **STEPS), callbacks=[SignalAtStep(step, number)])
+    interrupted = train(*dropout_args(out, **STEPS), callbacks=[SignalAtStep(step, number)])
     assert {n: signal.getsignal(n) for n in handlers} == handlers  # the old handlers are back
-    assert stopped.interrupted_by == number and stopped.trainer.state.global_step == step
+    assert interrupted.interrupted_by == number and interrupted.trainer.state.global_step == step
     checkpoint = out / f"checkpoint-{step}"
     assert sorted(p.name for p in out.glob("checkpoint-*")) == [checkpoint.name]
     assert (checkpoint / "model.safetensors").is_file() and (checkpoint / "rng_state.pth").is_file()
     # no final model, evaluation or record: the output dir is a run to resume, not a finished one
     assert not (out / "model.safetensors").exists() and not (out / "all_results.json").exists()
-    assert stopped.metrics.get("eval_bleu") is None
+    assert interrupted.metrics.get("eval_bleu") is None
     assert f"interrupted at step {step}: checkpoint saved in {checkpoint}; rerun the same command to resume" \
         in caplog.text
 
@@ -77,10 +76,10 @@ def test_interrupt_in_an_epoch_evaluated_each_epoch_skips_the_epoch_evaluation()
     epochs = dict(STEPS, eval_strategy="epoch", save_strategy="epoch", load_best_model_at_end=True)
     straight = train(*dropout_args(scratch_dir("straight"), **epochs))
     out = scratch_dir("interrupted")
-    stopped = train(*dropout_args(out, **epochs), callbacks=[SignalAtStep(4, signal.SIGINT)])
-    assert stopped.interrupted_by == signal.SIGINT
+    interrupted = train(*dropout_args(out, **epochs), callbacks=[SignalAtStep(4, signal.SIGINT)])
+    assert interrupted.interrupted_by == signal.SIGINT
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-3", "checkpoint-4"]
-    assert [e["step"] for e in stopped.trainer.state.log_history if "eval_bleu" in e] == [3]
+    assert [e["step"] for e in interrupted.trainer.state.log_history if "eval_bleu" in e] == [3]
     resumed = train(*dropout_args(out, **epochs))
 
     def evaluations(result):
@@ -155,20 +154,8 @@ def test_train_command_exits_130_or_143_with_one_line_saying_how_to_resume(tmp_p
             "--eval_strategy", "no", "--save_strategy", "no", "--per_device_train_batch_size", "16",
             "--disable_tqdm", "true", "--cache_dir", str(tmp_path / "cache")]
     code = "import sys; from hf_syntax_mt.training.run import main; sys.argv[0] = 'hf-syntax-mt-train'; sys.exit(main())"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    process = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env=env)
-    lines = []
-    try:
-        for line in process.stdout:
-            lines.append(line)
-            if "'loss'" in line:  # the Trainer's log of step 1: training runs
-                process.send_signal(number)
-                break
-        output, _ = process.communicate(timeout=120)
-    finally:
-        process.kill()
-    output = "".join(lines) + output
+    process = started_until([sys.executable, "-c", code, *args], "'loss'")  # the Trainer's log of step 1
+    output, _ = stopped(process, lambda: process.send_signal(number), timeout=120)
     assert process.returncode == 128 + number, output[-3000:]
     assert "Traceback" not in output
     [checkpoint] = (tmp_path / "out").glob("checkpoint-*")
