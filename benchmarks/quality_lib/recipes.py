@@ -125,6 +125,20 @@ def same_change_baseline(variants: dict, name: str) -> Optional[str]:
                  and changes(v) == changes(variants[name])), None)
 
 
+BUDGET_SETTINGS = ("max_steps", "num_train_epochs")
+
+
+def budget_control(variants: dict, name: str, baseline: str) -> Optional[str]:
+    """The run that `name` is measured against where a table says "Δ vs `baseline`": the baseline itself, but for a
+    variant that changes the training budget (`BUDGET_SETTINGS`) the variant of the baseline with that budget and
+    no other change, or None where the recipe has none, so that no Δ mixes the budget with the method."""
+    budget = {k: v for k, v in variants.get(name, {}).get("training", {}).items() if k in BUDGET_SETTINGS}
+    if not budget:
+        return baseline
+    return next((other for other, v in variants.items() if other != name and v["preset"] == baseline
+                 and v.get("training", {}) == budget and not v.get("model")), None)
+
+
 def resolve(recipe: dict, p: str) -> Path:
     p = Path(p)
     return p if p.is_absolute() else Path(recipe["_base"]) / p

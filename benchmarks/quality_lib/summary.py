@@ -14,7 +14,8 @@ from results_md import marked, write_section  # benchmarks/ is on sys.path (the 
 from .findings import (FOREST_PLOT, MEASURED_RESULTS, collect, forest_rows, readme_section, results_section,
                        write_measured_results)
 from .recipes import (
-    BASELINE, DEP_BASELINE, REPO, grid_runs, load_recipe, read_lines, resolve, run_settings, same_change_baseline,
+    BASELINE, BUDGET_SETTINGS, DEP_BASELINE, REPO, budget_control, grid_runs, load_recipe, read_lines, resolve,
+    run_settings, same_change_baseline,
 )
 from .scores import (BOOTSTRAP_SAMPLES, bleu_from_statistics, bleu_statistics, compare_runs, dev_statistics, load_runs,
                      paired_bootstrap, train_pairs)
@@ -50,11 +51,12 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     def compare(system, base):
         return compare_runs(stats, system, base, tokenize)
 
+    variants = recipe.get("variants", {})
     tests = {}
     for p in order:
         for base in (BASELINE, DEP_BASELINE):
-            if p != base and not (base == DEP_BASELINE and "dep" not in p):
-                tests[(p, base)] = compare(p, base)
+            if not (base == DEP_BASELINE and "dep" not in p):
+                tests[(p, base)] = _against_control(variants, stats, p, tokenize, base=base)
     lines += main_table_lines(recipe, runs, order, by_preset, tests, dev_limit)
     lines += device_lines(runs)
     lines += averaged_lines(recipe, order, by_preset, dev_limit)
@@ -62,7 +64,7 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
     lines += comparison_lines(recipe, stats, tokenize)
     if not recipe.get("length_buckets"):  # the subword buckets replace thirds by words (unspaced Japanese has none)
         sources = read_lines(resolve(recipe, recipe["data"]["dev"][0]))[:dev_limit]
-        lines += length_thirds_lines(order, stats, sources, tokenize)
+        lines += length_thirds_lines(order, stats, sources, tokenize, variants)
     lines += length_bucket_lines(recipe, results_dir, order, by_preset, stats, dev_limit, chart_dir)
     lines += data_size_lines(recipe, results_dir, chart_dir)
     lines += learning_curve_lines(order, by_preset)
@@ -126,7 +128,7 @@ def main_table_lines(recipe: dict, runs: list[dict], order: list[str], by_preset
                  _fmt_mean_std([r["dev"]["bleu"] for r in rs]), _fmt_mean_std([r["dev"]["chrf"] for r in rs])]
         for base in (BASELINE, DEP_BASELINE):
             t = tests.get((p, base))
-            cells += [f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]", f"{t['p_value']:.3f}"] if t else ["–", "–"]
+            cells += [_delta_cell(t, base), f"{t['p_value']:.3f}"] if t else ["–", "–"]
         in_processes = any((r.get("processes") or 1) > 1 for r in rs)
         marks = ("∥" if in_processes else "§" if any(r.get("threads", 2) != 2 for r in rs) else "") + \
             "".join(sorted({_resumed_mark(r) for r in rs if r.get("resumed_from_step")}))
@@ -141,6 +143,10 @@ def main_table_lines(recipe: dict, runs: list[dict], order: list[str], by_preset
               "behind them; the result's `training_processes` lists the processes it recorded). § trained with a "
               "torch thread count other than 2 (`--threads`; 1 when two runs shared the 2 cores, which gives ≈1.3× "
               "the throughput of one 2-thread run, each run slower)."]
+    if any(budget_control(recipe.get("variants", {}), p, BASELINE) != BASELINE for p in order):
+        lines[-1] += (" A variant that changes the training budget (" + ", ".join(f"`{k}`" for k in BUDGET_SETTINGS) +
+                      ") is measured against the baseline's variant with the same budget, named in its cell, and "
+                      "left out (–) where the recipe has none: no Δ mixes the budget with the method.")
     if any((r.get("processes") or 1) > 1 for r in runs):
         lines[-1] += (" ∥ trained by data-parallel processes (`--processes N`, one torch thread each), on the cores of "
                       "one machine: " + ", ".join(sorted({f"{r['processes']} processes" for r in runs
@@ -214,13 +220,13 @@ def averaged_lines(recipe: dict, order: list[str], by_preset: dict, dev_limit: i
              "| preset | seeds | selected on | k | dev BLEU selected | dev BLEU averaged | dev chrF selected | "
              "dev chrF averaged | averaged: Δ vs abs [95% CI] | p vs abs |", "|---|---|---|---|---|---|---|---|---|---|"]
     for p, rs in runs.items():
-        t = compare_runs(stats, p, BASELINE, tokenize) if p != BASELINE else None
+        t = _against_control(recipe.get("variants", {}), stats, p, tokenize)
         cells = [p, ",".join(str(r["seed"]) for r in rs),
                  "/".join(sorted({r.get("selection_split", "dev") for r in rs})),
                  "/".join(str(k) for k in sorted({len(r["averaged_checkpoints"]) for r in rs}))]
         for metric in ("bleu", "chrf"):
             cells += [_fmt_mean_std([r["dev"][metric] for r in rs]), _fmt_mean_std([r["dev_averaged"][metric] for r in rs])]
-        cells += [f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]", f"{t['p_value']:.3f}"] if t else ["–", "–"]
+        cells += [_delta_cell(t, BASELINE), f"{t['p_value']:.3f}"] if t else ["–", "–"]
         lines.append("| " + " | ".join(cells) + " |")
     lines += comparison_lines(recipe, stats, tokenize, "The recipe's comparisons on the averaged models' dev "
                               "hypotheses (paired bootstrap on the seeds both have run):")
@@ -257,7 +263,26 @@ def self_parsing_lines(recipe: dict, order: list[str], by_preset: dict, stats: d
 
 
 def _fmt_test(t: Optional[dict]) -> str:
-    return f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}], p {t['p_value']:.3f}" if t else "–"
+    return f"{_delta_cell(t, BASELINE)}, p {t['p_value']:.3f}" if t else "–"
+
+
+def _against_control(variants: dict, stats: dict, p: str, tokenize: str, sentences=None,
+                     base: str = BASELINE) -> Optional[dict]:
+    """Paired bootstrap of run `p` against `base`, or against the variant of `base` with p's training budget
+    (`budget_control`), named in the result as its "control"; None for `base` itself, a budget no variant of
+    `base` shares, or no seeds in common."""
+    control = budget_control(variants, p, base)
+    if p == base or control is None:
+        return None
+    t = compare_runs(stats, p, control, tokenize, sentences)
+    return {**t, "control": control} if t else None
+
+
+def _delta_cell(t: dict, base: str) -> str:
+    """Δ [95% CI], naming the run measured against where it is not the column's `base`."""
+    control = t.get("control", base)
+    named = f" vs `{control}`" if control != base else ""
+    return f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}]{named}"
 
 
 def device_lines(runs: list[dict]) -> list[str]:
@@ -291,7 +316,8 @@ def comparison_lines(recipe: dict, stats: dict, tokenize: str,
     return lines
 
 
-def length_thirds_lines(order: list[str], stats: dict, sources: list[str], tokenize: str) -> list[str]:
+def length_thirds_lines(order: list[str], stats: dict, sources: list[str], tokenize: str,
+                        variants: dict) -> list[str]:
     """Where in the sentence: dev BLEU on the short, middle and long third of the dev sentences (by the number of
     whitespace-separated source words; ties in corpus order), from the stored hypotheses, with each preset's
     paired bootstrap against abs on that third."""
@@ -308,8 +334,7 @@ def length_thirds_lines(order: list[str], stats: dict, sources: list[str], token
         cells = []
         for idx in thirds:
             bleu = np.mean([bleu_from_statistics(s[idx].sum(0), tokenize) for s in stats[p].values()])
-            test = compare_runs(stats, p, BASELINE, tokenize, idx) if p != BASELINE else None
-            cells += [f"{bleu:.2f}", _fmt_test(test)]
+            cells += [f"{bleu:.2f}", _fmt_test(_against_control(variants, stats, p, tokenize, idx))]
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     return lines
 
@@ -353,11 +378,14 @@ def length_bucket_lines(recipe: dict, results_dir: Path, order: list[str], by_pr
     deltas = {}
     for p in order:
         cells = []
+        control = budget_control(recipe.get("variants", {}), p, BASELINE)
+        series = p.replace("transformer_", "") + (f" − {control.replace('transformer_', '')}"
+                                                  if control not in (BASELINE, None) else "")
         for label, idx in buckets:
             bleu = np.mean([bleu_from_statistics(seed_stats[idx].sum(0), tokenize) for seed_stats in stats[p].values()])
-            test = compare_runs(stats, p, BASELINE, tokenize, idx) if p != BASELINE else None
+            test = _against_control(recipe.get("variants", {}), stats, p, tokenize, idx)
             if test:
-                deltas.setdefault(p, []).append((label, test))
+                deltas.setdefault(series, []).append((label, test))
             cells += [f"{bleu:.2f}", _fmt_test(test)]
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
     if deltas:
@@ -367,7 +395,8 @@ def length_bucket_lines(recipe: dict, results_dir: Path, order: list[str], by_pr
 
 
 def plot_length_chart(recipe: dict, deltas: dict[str, list[tuple[str, dict]]], chart_dir: Path) -> Path:
-    """Δ dev BLEU vs abs per length bucket, one marker series per preset, 95% CI as error bars."""
+    """Δ dev BLEU vs abs per length bucket, one marker series per preset (named with the run it is measured
+    against where that is not abs), 95% CI as error bars."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -380,7 +409,7 @@ def plot_length_chart(recipe: dict, deltas: dict[str, list[tuple[str, dict]]], c
         xs = [labels.index(label) - 0.4 + width * (k + 0.5) for label, _ in tests]
         ys = [t["delta"] for _, t in tests]
         errors = [[t["delta"] - t["ci95"][0] for _, t in tests], [t["ci95"][1] - t["delta"] for _, t in tests]]
-        ax.errorbar(xs, ys, yerr=errors, fmt="o", capsize=3, label=p.replace("transformer_", ""))
+        ax.errorbar(xs, ys, yerr=errors, fmt="o", capsize=3, label=p)
     ax.axhline(0.0, color="grey", linewidth=0.8)
     ax.set_xticks(range(len(labels)), [f"{label} subwords" for label in labels], fontsize=8)
     ax.set_ylabel("Δ dev BLEU vs abs (95% CI)")

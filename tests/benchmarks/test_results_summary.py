@@ -153,3 +153,65 @@ def test_a_run_of_data_parallel_processes_is_marked_as_such_not_as_a_thread_coun
     assert "| 1.37∥ | 4448∥ |" in processes[4]
     assert processes[-1].endswith("∥ trained by data-parallel processes (`--processes N`, one torch thread each), on the "
                                   "cores of one machine: 2 processes.")
+
+
+BUDGET_VARIANTS = {"transformer_abs@2B": {"preset": "transformer_abs", "training": {"max_steps": 12696}},
+                   "transformer_dep_labeled_rel@2B": {"preset": "transformer_dep_labeled_rel",
+                                                      "training": {"max_steps": 12696}},
+                   "transformer_dep_labeled_rel@self": {"preset": "transformer_dep_labeled_rel",
+                                                        "model": {"self_parsing": True}},
+                   "transformer_dbsa@authors": {"preset": "transformer_dbsa", "model": {"dbsa_encoder_layer": 1},
+                                                "training": {"max_grad_norm": 0}}}
+
+
+@pytest.mark.parametrize("name, baseline, control", [
+    ("transformer_dep_labeled_rel", "transformer_abs", "transformer_abs"),
+    ("transformer_dep_labeled_rel@2B", "transformer_abs", "transformer_abs@2B"),  # the same budget
+    ("transformer_dep_labeled_rel@2B", "transformer_rel", None),  # no rel@2B: no Δ across budgets
+    ("transformer_abs@2B", "transformer_abs", None),  # the budget's own effect is the variant line's
+    ("transformer_dep_labeled_rel@self", "transformer_abs", "transformer_abs"),  # a model switch abs lacks
+    ("transformer_dbsa@authors", "transformer_abs", "transformer_abs"),  # a training change, not the budget
+])
+def test_a_variant_with_another_budget_is_measured_against_the_baseline_with_that_budget(name, baseline, control):
+    from quality_lib.recipes import budget_control
+
+    assert budget_control(BUDGET_VARIANTS, name, baseline) == control
+
+
+def test_delta_vs_abs_of_a_budget_variant_is_against_the_baseline_at_that_budget():
+    """The thirds-by-length table (the same rule as the main and averaged tables): a budget variant's Δ vs abs
+    is its paired bootstrap against `transformer_abs@2B` on that third, named in the cell; abs@2B itself gets
+    none."""
+    from quality_lib.scores import bleu_statistics, compare_runs
+    from quality_lib.summary import length_thirds_lines
+
+    words = [f"w{i}" for i in range(40)]
+    refs = [" ".join(words[i: i + 3 + i % 7]) for i in range(30)]
+    drop = lambda k: [" ".join(r.split()[: -(i % k) or None]) for i, r in enumerate(refs)]  # noqa: E731
+    hyps = {"transformer_abs": drop(2), "transformer_abs@2B": drop(3), "transformer_dep_labeled_rel@2B": drop(5)}
+    stats = {p: {1: bleu_statistics(h, refs, "13a")} for p, h in hyps.items()}
+    lines = length_thirds_lines(list(hyps), stats, refs, "13a", BUDGET_VARIANTS)
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in lines if line.startswith("| transformer_")}
+    assert rows["transformer_abs@2B"][1] == "–"
+    lengths = [len(s.split()) for s in refs]
+    import numpy as np
+
+    short = np.array_split(np.argsort(lengths, kind="stable"), 3)[0]
+    t = compare_runs(stats, "transformer_dep_labeled_rel@2B", "transformer_abs@2B", "13a", short)
+    assert t["delta"] != compare_runs(stats, "transformer_dep_labeled_rel@2B", "transformer_abs", "13a", short)["delta"]
+    assert rows["transformer_dep_labeled_rel@2B"][1] == (f"{t['delta']:+.2f} [{t['ci95'][0]:+.2f}, {t['ci95'][1]:+.2f}] "
+                                                         f"vs `transformer_abs@2B`, p {t['p_value']:.3f}")
+
+
+def test_main_table_names_the_budget_control_and_says_why():
+    from quality_lib.summary import main_table_lines
+
+    recipe = {"bleu_tokenize": "13a", "final_num_beams": 4, "model": {}, "training": {}, "variants": BUDGET_VARIANTS,
+              "presets": ["transformer_abs"]}
+    run = {"preset": "transformer_dep_labeled_rel@2B", "seed": 1, "dev": {"bleu": 12.69, "chrf": 37.27}, "steps": 12696,
+           "train_runtime_seconds": 12329.0, "train_tokens_per_second": 4400.0, "threads": 1}
+    test = {"delta": 1.63, "ci95": [1.10, 2.18], "p_value": 0.0, "control": "transformer_abs@2B"}
+    name = run["preset"]
+    lines = main_table_lines(recipe, [run], [name], {name: [run]}, {(name, "transformer_abs"): test}, 1166)
+    assert "| +1.63 [+1.10, +2.18] vs `transformer_abs@2B` | 0.000 | – | – |" in lines[4]
+    assert "measured against the baseline's variant with the same budget" in lines[-1]
