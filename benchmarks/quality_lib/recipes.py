@@ -116,13 +116,16 @@ def run_config(recipe: dict, name: str):
         raise ValueError(f"recipe {recipe['_path']}: run {name!r}: {error}") from None
 
 
+def _variant_of(variants: dict, preset: str, model: dict, training: dict, besides: str) -> Optional[str]:
+    """The variant (other than `besides`) of `preset` whose model and training changes are exactly these."""
+    return next((other for other, v in variants.items() if other != besides and v["preset"] == preset
+                 and v.get("model", {}) == model and v.get("training", {}) == training), None)
+
+
 def same_change_baseline(variants: dict, name: str) -> Optional[str]:
     """The variant of `transformer_abs` with exactly the model and training changes of variant `name`."""
-    def changes(variant):
-        return variant.get("model", {}), variant.get("training", {})
-
-    return next((other for other, v in variants.items() if v["preset"] == BASELINE and other != name
-                 and changes(v) == changes(variants[name])), None)
+    variant = variants[name]
+    return _variant_of(variants, BASELINE, variant.get("model", {}), variant.get("training", {}), besides=name)
 
 
 BUDGET_SETTINGS = ("max_steps", "num_train_epochs")
@@ -133,10 +136,7 @@ def budget_control(variants: dict, name: str, baseline: str) -> Optional[str]:
     variant that changes the training budget (`BUDGET_SETTINGS`) the variant of the baseline with that budget and
     no other change, or None where the recipe has none, so that no Δ mixes the budget with the method."""
     budget = {k: v for k, v in variants.get(name, {}).get("training", {}).items() if k in BUDGET_SETTINGS}
-    if not budget:
-        return baseline
-    return next((other for other, v in variants.items() if other != name and v["preset"] == baseline
-                 and v.get("training", {}) == budget and not v.get("model")), None)
+    return _variant_of(variants, baseline, {}, budget, besides=name) if budget else baseline
 
 
 def resolve(recipe: dict, p: str) -> Path:

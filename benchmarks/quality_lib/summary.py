@@ -378,13 +378,12 @@ def length_bucket_lines(recipe: dict, results_dir: Path, order: list[str], by_pr
     deltas = {}
     for p in order:
         cells = []
-        control = budget_control(recipe.get("variants", {}), p, BASELINE)
-        series = p.replace("transformer_", "") + (f" − {control.replace('transformer_', '')}"
-                                                  if control not in (BASELINE, None) else "")
         for label, idx in buckets:
             bleu = np.mean([bleu_from_statistics(seed_stats[idx].sum(0), tokenize) for seed_stats in stats[p].values()])
             test = _against_control(recipe.get("variants", {}), stats, p, tokenize, idx)
             if test:
+                series = p.replace("transformer_", "") + (f" − {test['control'].replace('transformer_', '')}"
+                                                          if test["control"] != BASELINE else "")
                 deltas.setdefault(series, []).append((label, test))
             cells += [f"{bleu:.2f}", _fmt_test(test)]
         lines.append(f"| {p} | " + " | ".join(cells) + " |")
