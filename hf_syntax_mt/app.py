@@ -122,7 +122,7 @@ def translate_all(translators: Sequence[Translator], sentences: Sequence[str], *
         raise AppError(f"The beam size must be a whole number of at least 1, not {beams!r}.")
     if max_new_tokens is not None and (int(max_new_tokens) != max_new_tokens or max_new_tokens < 1):
         raise AppError(f"The longest translation must be a whole number of subwords of at least 1, not {max_new_tokens!r}.")
-    generate = {"num_beams": beams}
+    generate = {"num_beams": beams, "num_return_sequences": 1}  # one cell a sentence, whatever the model's config
     if max_new_tokens:
         generate["max_new_tokens"] = int(max_new_tokens)
     if length_a or length_b:

@@ -295,7 +295,8 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
     if translate.needs_parser and translate.annotator is None:
         raise SystemExit("hf-syntax-mt translate: this model needs parsed sources and records no parser (it was trained "
                          "on pre-parsed data): give --conllu FILE [--trees FILE] or --parser NAME")
-    generate = {"num_beams": args.beams, **length_cap}
+    # one output line an input line, whatever num_return_sequences the model's generation config sets
+    generate = {"num_beams": args.beams, "num_return_sequences": 1, **length_cap}
     if args.max_new_tokens:
         generate["max_new_tokens"] = args.max_new_tokens
     hypotheses = []

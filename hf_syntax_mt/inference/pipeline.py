@@ -103,6 +103,8 @@ class SyntaxTranslationPipeline(Pipeline):
         batch_size: sentences per `generate` call (default 8).
         max_length_a, max_length_b (per call): cap each translation at floor(a * source tokens + b) subwords
             (`length_cap.SourceLengthCapLogitsProcessor`, as fairseq's --max-len-a/b); a missing one is 0.
+        num_return_sequences (per call): k > 1 gives each sentence a list of k translations, best first (the
+            n-best list of the beam, so k <= num_beams; or k samples with do_sample=True).
         num_beams, max_length, max_new_tokens, ...: passed to `generate`.
     """
 
@@ -150,7 +152,28 @@ class SyntaxTranslationPipeline(Pipeline):
                 raise ValueError(f"{name}={value!r}: the length limit must be an integer >= 1")
         if generate_kwargs.get("max_length_a") is not None or generate_kwargs.get("max_length_b") is not None:
             check_length_cap(generate_kwargs.get("max_length_a"), generate_kwargs.get("max_length_b"))
+        self._check_translations_per_sentence(generate_kwargs)
         return {}, generate_kwargs, {}
+
+    def _translations_per_sentence(self, generate_kwargs: dict) -> int:
+        """k of `num_return_sequences` (the call's, else the model's generation config's)."""
+        k = generate_kwargs.get("num_return_sequences")
+        if k is None:
+            k = getattr(self.model.generation_config, "num_return_sequences", None) or 1
+        return k
+
+    def _check_translations_per_sentence(self, generate_kwargs: dict):
+        """`num_return_sequences` k >= 1, and at most the beam size unless sampling: the beam keeps no more."""
+        k = self._translations_per_sentence(generate_kwargs)
+        if not _is_positive_int(k):
+            raise ValueError(f"num_return_sequences={k!r}: the number of translations per sentence must be an "
+                             "integer >= 1")
+        beams = generate_kwargs.get("num_beams") or getattr(self.model.generation_config, "num_beams", None) or 1
+        sampling = generate_kwargs.get("do_sample", getattr(self.model.generation_config, "do_sample", False))
+        if k > beams and not sampling:
+            raise ValueError(f"num_return_sequences={k} but num_beams={beams}: beam search returns at most "
+                             "num_beams translations per sentence; raise num_beams to at least "
+                             f"{k} (or sample them with do_sample=True)")
 
     # One "input" of the base class is a batch: {"texts", "annotations", "offset"}.
     def preprocess(self, batch):
@@ -247,7 +270,7 @@ class SyntaxTranslationPipeline(Pipeline):
                 generate_kwargs = dict(generate_kwargs)
                 generate_kwargs["max_length"] = generate_kwargs.pop("max_new_tokens") + 1
             generated = self.model.generate(**inputs, **self._prepare_generate_kwargs(generate_kwargs))
-        return {**batch, "generated": generated}
+        return {**batch, "generated": generated, "per_sentence": self._translations_per_sentence(generate_kwargs)}
 
     def _with_length_cap(self, generate_kwargs: dict, attention_mask) -> dict:
         """`max_length_a` / `max_length_b` replaced by a `SourceLengthCapLogitsProcessor` for this batch."""
@@ -261,19 +284,27 @@ class SyntaxTranslationPipeline(Pipeline):
         return with_length_cap(generate_kwargs, attention_mask, a, b, eos_token_id=eos[0] if isinstance(eos, list) else eos)
 
     def postprocess(self, batch):
-        texts = [""] * batch["size"]
+        """One `{"translation_text"}` per sentence, or with k = `num_return_sequences` > 1 a list of k of
+        them, best first (as `generate` returns them: k rows per sentence, sentence after sentence)."""
+        k = batch["per_sentence"]
+        texts = [[""] * k for _ in range(batch["size"])]
         if batch["generated"] is not None:
             decoded = self.tokenizer.batch_decode(batch["generated"], skip_special_tokens=True)
-            for i, text in zip(batch["keep"], decoded):
-                texts[i] = text.strip()
-        out = [{"translation_text": t} for t in texts]
+            if len(decoded) != k * len(batch["keep"]):
+                raise RuntimeError(f"generate returned {len(decoded)} sequences for {len(batch['keep'])} sentences; "
+                                   f"expected {k} per sentence (num_return_sequences)")
+            for n, i in enumerate(batch["keep"]):
+                texts[i] = [text.strip() for text in decoded[n * k : (n + 1) * k]]
+        out = [[{"translation_text": t} for t in alternatives] for alternatives in texts]
         for i, message in batch["errors"].items():
-            out[i]["error"] = message
-        return out
+            for record in out[i]:
+                record["error"] = message
+        return [alternatives[0] if k == 1 else alternatives for alternatives in out]
 
     def __call__(self, inputs: Union[str, bytes, Sequence[Union[str, bytes]]], *, batch_size: Optional[int] = None,
                  annotations: Optional[Sequence[Annotation]] = None, **kwargs) -> list[dict]:
-        """Translate one sentence or a list; returns one `{"translation_text": ...}` per sentence."""
+        """Translate one sentence or a list; returns one `{"translation_text": ...}` per sentence, or a list of
+        `num_return_sequences` of them, best first, where that is > 1."""
         if isinstance(inputs, (str, bytes)):
             texts = [inputs]
         elif isinstance(inputs, Iterable) and not isinstance(inputs, dict):

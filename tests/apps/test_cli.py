@@ -65,6 +65,22 @@ def test_translate_stdin_and_file_round_trip(capsys):
     assert capsys.readouterr().out == done.stdout
 
 
+def test_translate_writes_one_line_per_input_whatever_the_generation_config_returns(capsys):
+    """A model whose generation config asks for 2 sequences a sentence still gets one output line a line."""
+    out, _ = trained_model(DEP)
+    model = scratch_dir("cli_two_sequences") / "model"
+    shutil.copytree(out, model, dirs_exist_ok=True)
+    generation = json.loads((model / "generation_config.json").read_text())
+    (model / "generation_config.json").write_text(json.dumps({**generation, "num_beams": 2, "num_return_sequences": 2}))
+    infile = scratch_dir("cli_two_sequences") / "in.txt"
+    infile.write_text("".join((synthetic_corpus() / "dev.src").read_text().splitlines(keepends=True)[:3]))
+    capsys.readouterr()
+    assert main(["translate", "--model", str(model), "--beams", "2", "--max-new-tokens", "6", *preparsed_options(3),
+                 str(infile)]) == 0
+    output = capsys.readouterr().out.split("\n")[:-1]
+    assert len(output) == 3 and all(output)
+
+
 def test_translate_reports_each_undecodable_line_once_and_translates_the_rest(capsys, monkeypatch):
     """Bytes that are not UTF-8, on stdin or in a file: one message per bad line, numbered from 1 as
     editors number lines, an empty output line for it, every other line translated."""

@@ -60,6 +60,36 @@ def test_matches_direct_generate(dev):
     assert got == expected
 
 
+def test_n_best_lists_match_direct_generate(dev):
+    """num_return_sequences=k gives each sentence its own k beams, best first (generate's k rows per
+    sentence, grouped), and a bad line k empty ones with its error; k > num_beams without sampling is refused."""
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    processor = SyntaxFeatureProcessor.from_config(model.config, tokenizer, PreParsedAnnotator(annotations))
+    batch = processor(sources[:3])
+    inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "source_heads", "source_distances")}
+    with torch.no_grad():
+        ids = model.generate(**inputs, num_beams=3, num_return_sequences=2, max_new_tokens=8)
+    decoded = [t.strip() for t in tokenizer.batch_decode(ids, skip_special_tokens=True)]
+    expected = [decoded[0:2], decoded[2:4], decoded[4:6], ["", ""]]
+    translate = pipeline("syntax-translation", model=model, tokenizer=tokenizer, annotator=PreParsedAnnotator(annotations))
+    got = translate(sources[:3] + [""], batch_size=2, num_beams=3, num_return_sequences=2, max_new_tokens=8)
+    assert [[o["translation_text"] for o in alternatives] for alternatives in got] == expected
+    assert [o.get("error") for o in got[3]] == ["empty input line"] * 2 and "error" not in got[0][0]
+    assert translate(sources[:1], num_beams=3, num_return_sequences=1, max_new_tokens=8) == [
+        {"translation_text": decoded[0]}]
+    for kwargs, message in (({"num_return_sequences": 0}, "^num_return_sequences=0: the number of translations "
+                                                            "per sentence must be an integer >= 1$"),
+                            ({"num_return_sequences": 2}, "^num_return_sequences=2 but num_beams=1: beam search "),
+                            ({"num_return_sequences": 4, "num_beams": 3}, "raise num_beams to at least 4")):
+        with pytest.raises(ValueError, match=message):
+            translate(sources[:1], **kwargs)
+    sampled = translate(sources[:2], num_return_sequences=3, do_sample=True, max_new_tokens=5)
+    assert [len(alternatives) for alternatives in sampled] == [3, 3]
+
+
 def test_bad_lines_are_reported_and_skipped(dev, caplog):
     sources, annotations = dev
     out, _ = trained_model(DEP)
