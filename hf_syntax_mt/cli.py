@@ -1,6 +1,6 @@
 """`hf-syntax-mt`: translate, annotate, plot, train, average, demo.
 
-    hf-syntax-mt translate --model DIR [--beams N] [--batch-size B] [--max-length-a A --max-length-b B]
+    hf-syntax-mt translate --model DIR [--beams N [--n-best K]] [--batch-size B] [--max-length-a A --max-length-b B]
                            [--conllu FILE [--trees FILE]] [--reference REF] [FILE] > out.txt
     hf-syntax-mt annotate --parser ja_ginza [--model DIR] [FILE] > features.jsonl
     hf-syntax-mt annotate --model SELF_PARSING_DIR [--conllu GOLD] [FILE] > parsed.conllu
@@ -11,7 +11,8 @@
     hf-syntax-mt demo
 
 Input is one sentence a line (stdin when FILE is omitted); `translate` writes one line per input
-line, batch by batch as they are done (in input order), with progress on stderr when it is a terminal.
+line (`--n-best K`: K lines, best first, as OpenNMT-py's -n_best), batch by batch as they are done (in input
+order), with progress on stderr when it is a terminal.
 An empty, unparsable or not UTF-8 line gives an empty output line and one message on stderr (with its
 1-based line number); the other lines are translated. Ctrl-C (SIGINT) or SIGTERM stops it after the lines
 written so far, saying how many (exit status 128 + the signal). `--reference FILE` prints corpus BLEU and
@@ -152,7 +153,8 @@ def _stopping_on_signals():
 
 @dataclasses.dataclass
 class _Written:
-    """How far `translate` got: lines written to stdout, of `total` (None until the input is read)."""
+    """How far `translate` got: input lines whose translations are written to stdout, of `total` (None until
+    the input is read)."""
 
     lines: int = 0
     total: Optional[int] = None
@@ -229,21 +231,27 @@ def _scores(hypotheses: list[str], references: list[str], tokenize: str) -> str:
 
 
 def _translated_batches(translate, lines: list[bytes], parsed: Optional[list], batch_size: int, generate: dict):
-    """(outputs of one batch of input lines, in input order), batch after batch. With pre-parsed lines,
-    those whose parse fails get their message and the others their `Annotation`."""
+    """(the n-best lists of one batch of input lines, in input order: each a list of `num_return_sequences`
+    pipeline outputs), batch after batch. With pre-parsed lines, those whose parse fails get their message
+    and the others their `Annotation`."""
     from .syntax.annotation import empty_annotation
+
+    k = generate["num_return_sequences"]
+
+    def n_best(outputs):
+        return [out if k > 1 else [out] for out in outputs]
 
     for start in range(0, len(lines), batch_size):
         positions = range(start, min(start + batch_size, len(lines)))
         if parsed is None:
-            yield translate(lines[start : start + batch_size], batch_size=batch_size, **generate)
+            yield n_best(translate(lines[start : start + batch_size], batch_size=batch_size, **generate))
             continue
-        outputs = {i: {"translation_text": "", "error": parsed[i]} for i in positions if isinstance(parsed[i], str)}
+        outputs = {i: [{"translation_text": "", "error": parsed[i]}] * k for i in positions if isinstance(parsed[i], str)}
         rest = [i for i in positions if i not in outputs]
         if rest:
             annotations = [parsed[i] or empty_annotation("") for i in rest]
             done = translate([lines[i] for i in rest], annotations=annotations, batch_size=batch_size, **generate)
-            outputs.update(zip(rest, done))
+            outputs.update(zip(rest, n_best(done)))
         yield [outputs[i] for i in positions]
 
 
@@ -257,6 +265,9 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
     from .syntax import PreParsedAnnotator
     from .training.threads import set_torch_threads
 
+    if args.n_best > args.beams:
+        raise SystemExit(f"hf-syntax-mt translate: --n-best {args.n_best} needs --beams {args.n_best} or more (the beam "
+                         f"keeps --beams translations; it is {args.beams})")
     set_torch_threads(args.threads)
     length_cap = {}
     if args.max_length_a is not None or args.max_length_b is not None:
@@ -295,8 +306,8 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
     if translate.needs_parser and translate.annotator is None:
         raise SystemExit("hf-syntax-mt translate: this model needs parsed sources and records no parser (it was trained "
                          "on pre-parsed data): give --conllu FILE [--trees FILE] or --parser NAME")
-    # one output line an input line, whatever num_return_sequences the model's generation config sets
-    generate = {"num_beams": args.beams, "num_return_sequences": 1, **length_cap}
+    # --n-best lines an input line, whatever num_return_sequences the model's generation config sets
+    generate = {"num_beams": args.beams, "num_return_sequences": args.n_best, **length_cap}
     if args.max_new_tokens:
         generate["max_new_tokens"] = args.max_new_tokens
     hypotheses = []
@@ -304,17 +315,16 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
     with _silenced("hf_syntax_mt.inference.pipeline"), tqdm(total=len(lines), unit=" lines", file=sys.stderr, leave=False,
                                                   disable=not sys.stderr.isatty()) as progress:
         for outputs in _translated_batches(translate, lines, parsed, args.batch_size, generate):
-            for number, out in enumerate(outputs, written.lines + 1):
-                if "error" in out:
-                    progress.write(f"hf-syntax-mt translate: line {number}: {out['error']} (empty output line)",
-                                   file=sys.stderr)
-            batch = [out["translation_text"] for out in outputs]
+            empty = "empty output line" if args.n_best == 1 else f"{args.n_best} empty output lines"
+            for number, (best, *_) in enumerate(outputs, written.lines + 1):
+                if "error" in best:
+                    progress.write(f"hf-syntax-mt translate: line {number}: {best['error']} ({empty})", file=sys.stderr)
             with stop.held():  # a batch is written whole, and counted
-                sys.stdout.write("".join(text + "\n" for text in batch))
+                sys.stdout.write("".join(out["translation_text"] + "\n" for n_best in outputs for out in n_best))
                 sys.stdout.flush()
-                written.lines += len(batch)
-            hypotheses += batch
-            progress.update(len(batch))
+                written.lines += len(outputs)
+            hypotheses += [best["translation_text"] for best, *_ in outputs]
+            progress.update(len(outputs))
     if references is not None:
         print(f"hf-syntax-mt translate: {_scores(hypotheses, references, args.bleu_tokenize)} against "
               f"{args.reference}", file=sys.stderr)
@@ -506,8 +516,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = subs.add_parser("translate", help="translate sentences (one a line) from FILE or stdin")
     p.add_argument("--model", required=True, help="model directory or hub id")
     p.add_argument("--beams", type=positive_int, default=1, help="beam size (default 1 = greedy)")
-    p.add_argument("--batch-size", type=positive_int, default=16)
-    p.add_argument("--max-new-tokens", type=positive_int, default=None)
+    p.add_argument("--n-best", type=positive_int, default=1, metavar="K",
+                   help="write the K best translations of each line, best first: K output lines an input line "
+                        "(OpenNMT-py's -n_best; needs --beams K or more; --reference scores the best; default 1)")
+    p.add_argument("--batch-size", type=positive_int, default=16, help="sentences per batch (default 16)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=None,
+                   help="longest translation in subwords (default: the model's generation config)")
     p.add_argument("--max-length-a", type=float, help="cap each translation at A * source tokens + B subwords "
                                                        "(fairseq's --max-len-a/b; default: no cap)")
     p.add_argument("--max-length-b", type=float, help="the cap's offset B (default 0 when A is given)")

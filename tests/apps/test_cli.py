@@ -81,6 +81,24 @@ def test_translate_writes_one_line_per_input_whatever_the_generation_config_retu
     assert len(output) == 3 and all(output)
 
 
+def test_translate_n_best_writes_k_lines_per_input_line_best_first(capsys):
+    out, _ = trained_model(DEP)
+    infile = scratch_dir("cli_n_best") / "in.txt"
+    lines = (synthetic_corpus() / "dev.src").read_text().splitlines()[:3]
+    infile.write_text("\n".join([lines[0], "", lines[1], lines[2]]) + "\n")
+    options = ["translate", "--model", str(out), "--beams", "3", "--max-new-tokens", "6", *preparsed_options(3)]
+    capsys.readouterr()
+    assert main([*options, str(infile)]) == 0
+    best = capsys.readouterr().out.split("\n")[:-1]
+    assert main([*options, "--n-best", "2", str(infile)]) == 0
+    captured = capsys.readouterr()
+    n_best = captured.out.split("\n")[:-1]
+    assert len(n_best) == 8 and n_best[0::2] == best and n_best[2:4] == ["", ""] and all(n_best[4:])
+    assert "line 2: empty input line (2 empty output lines)" in captured.err
+    assert _user_error(capsys, [*options, "--n-best", "4", str(infile)]) == (
+        "hf-syntax-mt translate: --n-best 4 needs --beams 4 or more (the beam keeps --beams translations; it is 3)\n")
+
+
 def test_translate_reports_each_undecodable_line_once_and_translates_the_rest(capsys, monkeypatch):
     """Bytes that are not UTF-8, on stdin or in a file: one message per bad line, numbered from 1 as
     editors number lines, an empty output line for it, every other line translated."""
