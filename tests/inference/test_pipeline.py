@@ -44,18 +44,23 @@ def test_translates_raw_sentences_with_preparsed_annotator(dev):
     assert plain(sources[:2], annotations=annotations[:2], max_new_tokens=8) == translate(sources[:2], max_new_tokens=8)
 
 
-def test_matches_direct_generate(dev):
-    sources, annotations = dev
-    out, _ = trained_model(DEP)
+def _direct_generate(out, sources, annotations, **generate):
+    """(pipeline over the model of `out`, the stripped decoded `model.generate` outputs of `sources`)."""
     tokenizer = AutoTokenizer.from_pretrained(out)
     model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
     processor = SyntaxFeatureProcessor.from_config(model.config, tokenizer, PreParsedAnnotator(annotations))
-    batch = processor(sources[:3])
+    batch = processor(sources)
     inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "source_heads", "source_distances")}
     with torch.no_grad():
-        ids = model.generate(**inputs, max_new_tokens=8)
-    expected = [t.strip() for t in tokenizer.batch_decode(ids, skip_special_tokens=True)]
+        ids = model.generate(**inputs, **generate)
     translate = pipeline("syntax-translation", model=model, tokenizer=tokenizer, annotator=PreParsedAnnotator(annotations))
+    return translate, [t.strip() for t in tokenizer.batch_decode(ids, skip_special_tokens=True)]
+
+
+def test_matches_direct_generate(dev):
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    translate, expected = _direct_generate(out, sources[:3], annotations, max_new_tokens=8)
     got = [o["translation_text"] for o in translate(sources[:3], batch_size=2, max_new_tokens=8)]
     assert got == expected
 
@@ -65,16 +70,9 @@ def test_n_best_lists_match_direct_generate(dev):
     sentence, grouped), and a bad line k empty ones with its error; k > num_beams without sampling is refused."""
     sources, annotations = dev
     out, _ = trained_model(DEP)
-    tokenizer = AutoTokenizer.from_pretrained(out)
-    model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
-    processor = SyntaxFeatureProcessor.from_config(model.config, tokenizer, PreParsedAnnotator(annotations))
-    batch = processor(sources[:3])
-    inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "source_heads", "source_distances")}
-    with torch.no_grad():
-        ids = model.generate(**inputs, num_beams=3, num_return_sequences=2, max_new_tokens=8)
-    decoded = [t.strip() for t in tokenizer.batch_decode(ids, skip_special_tokens=True)]
+    translate, decoded = _direct_generate(out, sources[:3], annotations, num_beams=3, num_return_sequences=2,
+                                          max_new_tokens=8)
     expected = [decoded[0:2], decoded[2:4], decoded[4:6], ["", ""]]
-    translate = pipeline("syntax-translation", model=model, tokenizer=tokenizer, annotator=PreParsedAnnotator(annotations))
     got = translate(sources[:3] + [""], batch_size=2, num_beams=3, num_return_sequences=2, max_new_tokens=8)
     assert [[o["translation_text"] for o in alternatives] for alternatives in got] == expected
     assert [o.get("error") for o in got[3]] == ["empty input line"] * 2 and "error" not in got[0][0]
