@@ -7,7 +7,8 @@ transformers v5 removed the `translation` task, so the pipeline is registered un
 name. Steps per batch: parse the sources with the parser recorded in `config.parser` — only when
 `config.needs_parser_at_inference` (dependency relations, localized attention; DBSA-only and plain
 models need none) — or with an `annotator` / pre-parsed `annotations` passed in, build the features
-with `SyntaxFeatureProcessor` (the same path as training), `generate`, decode.
+with `SyntaxFeatureProcessor` (the same path as training), `generate`, decode. With `num_return_sequences=k`
+> 1 each sentence gets a list of k outputs, best first (its n-best list).
 
 Inputs are strings or UTF-8 `bytes`. Bad lines are reported and skipped, never fatal for the batch:
 an empty (or whitespace-only) line, one that is not valid text (bytes that are not UTF-8, a string
