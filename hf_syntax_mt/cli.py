@@ -311,11 +311,11 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
     if args.max_new_tokens:
         generate["max_new_tokens"] = args.max_new_tokens
     hypotheses = []
+    empty = "empty output line" if args.n_best == 1 else f"{args.n_best} empty output lines"  # what a bad line gets
     # progress (lines, lines/s, ETA) on a terminal only: a log file or pipe gets the messages alone
     with _silenced("hf_syntax_mt.inference.pipeline"), tqdm(total=len(lines), unit=" lines", file=sys.stderr, leave=False,
                                                   disable=not sys.stderr.isatty()) as progress:
         for outputs in _translated_batches(translate, lines, parsed, args.batch_size, generate):
-            empty = "empty output line" if args.n_best == 1 else f"{args.n_best} empty output lines"
             for number, (best, *_) in enumerate(outputs, written.lines + 1):
                 if "error" in best:
                     progress.write(f"hf-syntax-mt translate: line {number}: {best['error']} ({empty})", file=sys.stderr)
