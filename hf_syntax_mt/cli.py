@@ -1,7 +1,8 @@
 """`hf-syntax-mt`: translate, annotate, plot, train, average, demo.
 
-    hf-syntax-mt translate --model DIR [--beams N [--n-best K]] [--batch-size B] [--max-length-a A --max-length-b B]
-                           [--conllu FILE [--trees FILE]] [--reference REF] [FILE] > out.txt
+    hf-syntax-mt translate --model DIR [--beams N [--n-best K]] [--scores] [--batch-size B]
+                           [--max-length-a A --max-length-b B] [--conllu FILE [--trees FILE]] [--reference REF]
+                           [FILE] > out.txt
     hf-syntax-mt annotate --parser ja_ginza [--model DIR] [FILE] > features.jsonl
     hf-syntax-mt annotate --model SELF_PARSING_DIR [--conllu GOLD] [FILE] > parsed.conllu
     hf-syntax-mt plot --model DIR --sentence "..." --kind relations|sla|attention --out fig.png
@@ -11,8 +12,9 @@
     hf-syntax-mt demo
 
 Input is one sentence a line (stdin when FILE is omitted); `translate` writes one line per input
-line (`--n-best K`: K lines, best first, as OpenNMT-py's -n_best), batch by batch as they are done (in input
-order), with progress on stderr when it is a terminal.
+line (`--n-best K`: K lines, best first, as OpenNMT-py's -n_best; `--scores`: each as `i ||| translation |||
+logprob= L ||| S`, the Moses/Marian n-best format), batch by batch as they are done (in input order), with
+progress on stderr when it is a terminal.
 An empty, unparsable or not UTF-8 line gives an empty output line and one message on stderr (with its
 1-based line number); the other lines are translated. Ctrl-C (SIGINT) or SIGTERM stops it after the lines
 written so far, saying how many (exit status 128 + the signal). `--reference FILE` prints corpus BLEU and
@@ -31,6 +33,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -310,6 +313,8 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
     generate = {"num_beams": args.beams, "num_return_sequences": args.n_best, **length_cap}
     if args.max_new_tokens:
         generate["max_new_tokens"] = args.max_new_tokens
+    if args.scores:
+        generate["return_scores"] = True
     hypotheses = []
     empty = "empty output line" if args.n_best == 1 else f"{args.n_best} empty output lines"  # what a bad line gets
     # progress (lines, lines/s, ETA) on a terminal only: a log file or pipe gets the messages alone
@@ -320,7 +325,8 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
                 if "error" in best:
                     progress.write(f"hf-syntax-mt translate: line {number}: {best['error']} ({empty})", file=sys.stderr)
             with stop.held():  # a batch is written whole, and counted
-                sys.stdout.write("".join(out["translation_text"] + "\n" for n_best in outputs for out in n_best))
+                sys.stdout.write("".join(_output_line(out, written.lines + n, args.scores)
+                                         for n, n_best in enumerate(outputs) for out in n_best))
                 sys.stdout.flush()
                 written.lines += len(outputs)
             hypotheses += [best["translation_text"] for best, *_ in outputs]
@@ -329,6 +335,15 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
         print(f"hf-syntax-mt translate: {_scores(hypotheses, references, args.bleu_tokenize)} against "
               f"{args.reference}", file=sys.stderr)
     return 0
+
+
+def _output_line(out: dict, index: int, scores: bool) -> str:
+    """The translation's output line; with `scores`, `index ||| translation ||| logprob= L ||| S` (Moses and
+    Marian's n-best format, index counted from 0), L and S nan for a line that was not translated."""
+    if not scores:
+        return out["translation_text"] + "\n"
+    log_probability, score = out.get("log_probability", math.nan), out.get("score", math.nan)
+    return f"{index} ||| {out['translation_text']} ||| logprob= {log_probability:.6f} ||| {score:.6f}\n"
 
 
 def _decoded_lines(lines: list[bytes], command: str) -> list[str]:
@@ -519,6 +534,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-best", type=positive_int, default=1, metavar="K",
                    help="write the K best translations of each line, best first: K output lines an input line "
                         "(OpenNMT-py's -n_best; needs --beams K or more; --reference scores the best; default 1)")
+    p.add_argument("--scores", action="store_true",
+                   help="write each translation as 'i ||| translation ||| logprob= L ||| S' (Moses and Marian's "
+                        "n-best format; i counts input lines from 0): L = log P(translation | source), S = L / its "
+                        "length ** length_penalty, what the beam ranks by; nan for a line not translated")
     p.add_argument("--batch-size", type=positive_int, default=16, help="sentences per batch (default 16)")
     p.add_argument("--max-new-tokens", type=positive_int, default=None,
                    help="longest translation in subwords (default: the model's generation config)")

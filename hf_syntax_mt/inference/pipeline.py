@@ -8,7 +8,8 @@ name. Steps per batch: parse the sources with the parser recorded in `config.par
 `config.needs_parser_at_inference` (dependency relations, localized attention; DBSA-only and plain
 models need none) — or with an `annotator` / pre-parsed `annotations` passed in, build the features
 with `SyntaxFeatureProcessor` (the same path as training), `generate`, decode. With `num_return_sequences=k`
-> 1 each sentence gets a list of k outputs, best first (its n-best list).
+> 1 each sentence gets a list of k outputs, best first (its n-best list); with `return_scores=True` each
+output also has its `log_probability` under the model and its `score` (see `sequence_scores`).
 
 Inputs are strings or UTF-8 `bytes`. Bad lines are reported and skipped, never fatal for the batch:
 an empty (or whitespace-only) line, one that is not valid text (bytes that are not UTF-8, a string
@@ -106,6 +107,8 @@ class SyntaxTranslationPipeline(Pipeline):
             (`length_cap.SourceLengthCapLogitsProcessor`, as fairseq's --max-len-a/b); a missing one is 0.
         num_return_sequences (per call): k > 1 gives each sentence a list of k translations, best first (the
             n-best list of the beam, so k <= num_beams; or k samples with do_sample=True).
+        return_scores (per call): add to each output `log_probability` (log P(translation | source)) and `score`
+            (that over length ** length_penalty: what beam search ranks by), from `sequence_scores`.
         num_beams, max_length, max_new_tokens, ...: passed to `generate`.
     """
 
@@ -141,9 +144,11 @@ class SyntaxTranslationPipeline(Pipeline):
             source_spacing=getattr(config, "source_spacing", "as_is"),
         )
 
-    def _sanitize_parameters(self, annotator=None, **generate_kwargs):
+    def _sanitize_parameters(self, annotator=None, return_scores=None, **generate_kwargs):
         if annotator is not None:
             raise ValueError("pass `annotator` when building the pipeline: pipeline(..., annotator=...)")
+        if return_scores is not None and not isinstance(return_scores, bool):
+            raise ValueError(f"return_scores={return_scores!r}: expected True or False")
         num_beams = generate_kwargs.get("num_beams")
         if num_beams is not None and not _is_positive_int(num_beams):
             raise ValueError(f"num_beams={num_beams!r}: the beam size must be an integer >= 1 (1 = greedy)")
@@ -154,7 +159,10 @@ class SyntaxTranslationPipeline(Pipeline):
         if generate_kwargs.get("max_length_a") is not None or generate_kwargs.get("max_length_b") is not None:
             check_length_cap(generate_kwargs.get("max_length_a"), generate_kwargs.get("max_length_b"))
         self._check_translations_per_sentence(generate_kwargs)
-        return {}, generate_kwargs, {}
+        forward_params = dict(generate_kwargs)
+        if return_scores is not None:
+            forward_params["return_scores"] = return_scores
+        return {}, forward_params, {}
 
     def _translations_per_sentence(self, generate_kwargs: dict) -> int:
         """k of `num_return_sequences` (the call's, else the model's generation config's)."""
@@ -260,8 +268,8 @@ class SyntaxTranslationPipeline(Pipeline):
                 out.append((position, annotation))
         return out
 
-    def _forward(self, batch, **generate_kwargs):
-        generated = None
+    def _forward(self, batch, return_scores: bool = False, **generate_kwargs):
+        generated = scores = None
         if batch["model_inputs"]:
             inputs = {k: v for k, v in batch["model_inputs"].items() if k != "labels"}
             generate_kwargs = self._with_length_cap(generate_kwargs, inputs["attention_mask"])
@@ -271,7 +279,12 @@ class SyntaxTranslationPipeline(Pipeline):
                 generate_kwargs = dict(generate_kwargs)
                 generate_kwargs["max_length"] = generate_kwargs.pop("max_new_tokens") + 1
             generated = self.model.generate(**inputs, **self._prepare_generate_kwargs(generate_kwargs))
-        return {**batch, "generated": generated, "per_sentence": self._translations_per_sentence(generate_kwargs)}
+            if return_scores:
+                penalty = generate_kwargs.get("length_penalty", self.model.generation_config.length_penalty)
+                eos = generate_kwargs.get("eos_token_id", self.model.generation_config.eos_token_id)
+                scores = sequence_scores(self.model, inputs, generated, eos, 1.0 if penalty is None else penalty)
+        return {**batch, "generated": generated, "scores": scores,
+                "per_sentence": self._translations_per_sentence(generate_kwargs)}
 
     def _with_length_cap(self, generate_kwargs: dict, attention_mask) -> dict:
         """`max_length_a` / `max_length_b` replaced by a `SourceLengthCapLogitsProcessor` for this batch."""
@@ -288,15 +301,18 @@ class SyntaxTranslationPipeline(Pipeline):
         """One `{"translation_text"}` per sentence, or with k = `num_return_sequences` > 1 a list of k of
         them, best first (as `generate` returns them: k rows per sentence, sentence after sentence)."""
         k = batch["per_sentence"]
-        texts = [[""] * k for _ in range(batch["size"])]
+        out = [[{"translation_text": ""} for _ in range(k)] for _ in range(batch["size"])]
         if batch["generated"] is not None:
             decoded = self.tokenizer.batch_decode(batch["generated"], skip_special_tokens=True)
             if len(decoded) != k * len(batch["keep"]):
                 raise RuntimeError(f"generate returned {len(decoded)} sequences for {len(batch['keep'])} sentences; "
                                    f"expected {k} per sentence (num_return_sequences)")
-            for n, i in enumerate(batch["keep"]):
-                texts[i] = [text.strip() for text in decoded[n * k : (n + 1) * k]]
-        out = [[{"translation_text": t} for t in alternatives] for alternatives in texts]
+            scores = batch["scores"]
+            for row, text in enumerate(decoded):
+                record = out[batch["keep"][row // k]][row % k]
+                record["translation_text"] = text.strip()
+                if scores is not None:
+                    record["log_probability"], record["score"] = scores[0][row].item(), scores[1][row].item()
         for i, message in batch["errors"].items():
             for record in out[i]:
                 record["error"] = message
@@ -328,6 +344,31 @@ class SyntaxTranslationPipeline(Pipeline):
             }
             outputs.extend(self.run_single(batch, {}, forward_params, {}))
         return outputs
+
+
+def sequence_scores(model, inputs: dict, sequences, eos_token_id, length_penalty: float, rows_per_pass: int = 16):
+    """(log P, score) of each row of `generate`'s `sequences` (k rows per sentence of `inputs`), by one
+    forced-decoding pass: log P = sum over the generated tokens y_1..y_n (after the decoder start, up to
+    and with the first </s>) of log softmax(logits)[y_t], and score = log P / n ** length_penalty, the
+    score beam search ranks finished hypotheses by (its `sequences_scores`)."""
+    import torch
+
+    k = len(sequences) // len(inputs["input_ids"])
+    rows = {name: value.repeat_interleave(k, dim=0) for name, value in inputs.items()}
+    targets = sequences[:, 1:]
+    eos = eos_token_id if isinstance(eos_token_id, list) else [eos_token_id]
+    is_eos = torch.isin(targets, torch.tensor(eos, device=targets.device))
+    counted = (is_eos.long().cumsum(dim=1) - is_eos.long()) == 0  # not after the first </s>
+    log_probability = []
+    with torch.no_grad():
+        for start in range(0, len(sequences), rows_per_pass):
+            part = slice(start, start + rows_per_pass)
+            logits = model(**{name: value[part] for name, value in rows.items()},
+                           decoder_input_ids=sequences[part, :-1]).logits
+            token = torch.log_softmax(logits.float(), dim=-1).gather(-1, targets[part, :, None]).squeeze(-1)
+            log_probability.append(token.masked_fill(~counted[part], 0.0).sum(dim=1))
+    log_probability = torch.cat(log_probability)
+    return log_probability, log_probability / counted.sum(dim=1) ** length_penalty
 
 
 def register_pipeline() -> None:

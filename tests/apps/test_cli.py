@@ -2,7 +2,9 @@
 
 import io
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,6 +97,14 @@ def test_translate_n_best_writes_k_lines_per_input_line_best_first(capsys):
     n_best = captured.out.split("\n")[:-1]
     assert len(n_best) == 8 and n_best[0::2] == best and n_best[2:4] == ["", ""] and all(n_best[4:])
     assert "line 2: empty input line (2 empty output lines)" in captured.err
+    assert main([*options, "--n-best", "2", "--scores", str(infile)]) == 0
+    scored = [re.fullmatch(r"(\d+) \|\|\| (.*) \|\|\| logprob= (\S+) \|\|\| (\S+)", line)
+              for line in capsys.readouterr().out.split("\n")[:-1]]
+    assert [int(m[1]) for m in scored] == [0, 0, 1, 1, 2, 2, 3, 3] and [m[2] for m in scored] == n_best
+    log_probabilities, scores = [float(m[3]) for m in scored], [float(m[4]) for m in scored]
+    assert all(math.isnan(x) for x in log_probabilities[2:4] + scores[2:4])
+    assert all(scores[i] >= scores[i + 1] for i in (0, 4, 6))  # best first
+    assert all(p < 0 and p <= s < 0 for p, s in zip(log_probabilities, scores) if not math.isnan(p))
     assert _user_error(capsys, [*options, "--n-best", "4", str(infile)]) == (
         "hf-syntax-mt translate: --n-best 4 needs --beams 4 or more (the beam keeps --beams translations; it is 3)\n")
 

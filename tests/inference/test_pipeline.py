@@ -88,6 +88,59 @@ def test_n_best_lists_match_direct_generate(dev):
     assert [len(alternatives) for alternatives in sampled] == [3, 3]
 
 
+
+def _naive_log_probability(model, inputs: dict, row: int, ids: list[int]) -> float:
+    """sum_t log softmax(logits_t)[y_t] over y = ids (the decoder start first), one prefix a forward pass."""
+    one = {name: value[row : row + 1] for name, value in inputs.items()}
+    total = 0.0
+    for t in range(1, len(ids)):
+        with torch.no_grad():
+            logits = model(**one, decoder_input_ids=torch.tensor([ids[:t]])).logits[0, -1]
+        total += torch.log_softmax(logits, dim=-1)[ids[t]].item()
+    return total
+
+
+def test_return_scores_match_the_formula_and_the_beams_own_scores(dev):
+    """return_scores=True: log_probability as a prefix-by-prefix sum of token log-probabilities, up to the
+    first </s>, and score = log_probability / length ** length_penalty, which is beam search's own
+    sequences_scores; a bad line gets no score; the texts are those without return_scores."""
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    translate, _ = _direct_generate(out, sources[:1], annotations)
+    model, tokenizer = translate.model, translate.tokenizer
+    batch = SyntaxFeatureProcessor.from_config(model.config, tokenizer, PreParsedAnnotator(annotations))(sources[:3])
+    inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "source_heads", "source_distances")}
+    # the tiny model's beams end at a frequent token taken as </s> at different lengths: rows padded after it
+    for generate in ({"max_new_tokens": 8}, {"num_beams": 3, "num_return_sequences": 2, "max_new_tokens": 30,
+                                             "eos_token_id": 4, "length_penalty": 0.6}):
+        k, eos = generate.get("num_return_sequences", 1), generate.get("eos_token_id", model.config.eos_token_id)
+        with torch.no_grad():
+            direct = model.generate(**inputs, **generate, return_dict_in_generate=True, output_scores=True)
+        got = translate(sources[:3] + [""], batch_size=2, return_scores=True, **generate)
+        rows = [record for alternatives in got[:3] for record in (alternatives if k > 1 else [alternatives])]
+        ends_early = False
+        assert [r["translation_text"] for r in rows] == [
+            t.strip() for t in tokenizer.batch_decode(direct.sequences, skip_special_tokens=True)]
+        for row, record in enumerate(rows):
+            ids = direct.sequences[row].tolist()
+            ids = ids[: ids.index(eos, 1) + 1] if eos in ids[1:] else ids
+            ends_early |= len(ids) < len(direct.sequences[row])
+            assert record["log_probability"] == pytest.approx(
+                _naive_log_probability(model, inputs, row // k, ids), abs=1e-4)
+            length_penalty = generate.get("length_penalty", 1.0)
+            assert record["score"] == pytest.approx(record["log_probability"] / (len(ids) - 1) ** length_penalty,
+                                                    abs=1e-5)
+            if k > 1:
+                assert record["score"] == pytest.approx(direct.sequences_scores[row].item(), abs=1e-4)
+        assert ends_early == (k > 1)
+        bad = got[3] if k > 1 else [got[3]]
+        assert all(set(record) == {"translation_text", "error"} for record in bad)
+        without = translate(sources[:3], batch_size=2, **generate)
+        assert [[o["translation_text"] for o in (a if k > 1 else [a])] for a in without] == [
+            [o["translation_text"] for o in (a if k > 1 else [a])] for a in got[:3]]
+    with pytest.raises(ValueError, match="^return_scores='yes': expected True or False$"):
+        translate(sources[:1], return_scores="yes")
+
 def test_bad_lines_are_reported_and_skipped(dev, caplog):
     sources, annotations = dev
     out, _ = trained_model(DEP)
