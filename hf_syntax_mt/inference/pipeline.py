@@ -103,13 +103,14 @@ class SyntaxTranslationPipeline(Pipeline):
             `PreParsedAnnotator.from_conllu(...)` for models trained on pre-parsed data.
         annotations (per call): one pre-parsed `Annotation` per input sentence.
         batch_size: sentences per `generate` call (default 8).
-        max_length_a, max_length_b (per call): cap each translation at floor(a * source tokens + b) subwords
+        max_length_a, max_length_b: cap each translation at floor(a * source tokens + b) subwords
             (`length_cap.SourceLengthCapLogitsProcessor`, as fairseq's --max-len-a/b); a missing one is 0.
-        num_return_sequences (per call): k > 1 gives each sentence a list of k translations, best first (the
+        num_return_sequences: k > 1 gives each sentence a list of k translations, best first (the
             n-best list of the beam, so k <= num_beams; or k samples with do_sample=True).
-        return_scores (per call): add to each output `log_probability` (log P(translation | source)) and `score`
+        return_scores: add to each output `log_probability` (log P(translation | source)) and `score`
             (that over length ** length_penalty: what beam search ranks by), from `sequence_scores`.
         num_beams, max_length, max_new_tokens, ...: passed to `generate`.
+    Settings given at construction are the defaults of every call and are checked with the call's.
     """
 
     _load_tokenizer = None  # soft: a missing tokenizer reaches __init__, which explains it
@@ -120,6 +121,9 @@ class SyntaxTranslationPipeline(Pipeline):
         if self._batch_size is not None and not _is_positive_int(self._batch_size):
             raise ValueError(f"batch_size={self._batch_size!r}: the number of sentences per batch must be an "
                              "integer >= 1")
+        # generation settings given here (num_beams=4, ...) are defaults of every call, checked as a call's are
+        self._forward_params = self._sanitize_parameters(**self._generate_kwargs, **self._forward_params)[1]
+        self._construction_generation_keys, self._generate_kwargs = set(self._generate_kwargs), {}
         if self.tokenizer is None:
             raise ValueError(
                 f"no tokenizer could be loaded for the model {self.model.name_or_path!r}: the syntax-translation "
@@ -149,6 +153,11 @@ class SyntaxTranslationPipeline(Pipeline):
             raise ValueError("pass `annotator` when building the pipeline: pipeline(..., annotator=...)")
         if return_scores is not None and not isinstance(return_scores, bool):
             raise ValueError(f"return_scores={return_scores!r}: expected True or False")
+        for name in ("return_dict_in_generate", "output_scores", "output_logits"):
+            if generate_kwargs.get(name):
+                raise ValueError(f"{name}=True: the pipeline returns translations, not generate's outputs; pass "
+                                 "return_scores=True for each translation's log-probability and score, or call "
+                                 "model.generate for the rest")
         num_beams = generate_kwargs.get("num_beams")
         if num_beams is not None and not _is_positive_int(num_beams):
             raise ValueError(f"num_beams={num_beams!r}: the beam size must be an integer >= 1 (1 = greedy)")
@@ -334,7 +343,10 @@ class SyntaxTranslationPipeline(Pipeline):
         batch_size = next((size for size in (batch_size, self._batch_size) if size is not None), 8)
         if not _is_positive_int(batch_size):
             raise ValueError(f"batch_size={batch_size!r}: the number of sentences per batch must be an integer >= 1")
-        forward_params = {**self._forward_params, **self._sanitize_parameters(**kwargs)[1]}
+        defaults = self._forward_params
+        if "generation_config" in kwargs:  # it replaces the construction's generation settings, as in transformers
+            defaults = {k: v for k, v in defaults.items() if k not in self._construction_generation_keys}
+        forward_params = self._sanitize_parameters(**{**defaults, **kwargs})[1]  # checked together
         outputs = []
         for start in range(0, len(texts), batch_size):
             batch = {

@@ -89,6 +89,34 @@ def test_n_best_lists_match_direct_generate(dev):
 
 
 
+
+def test_generation_settings_given_at_construction_are_checked_and_used_as_a_calls(dev):
+    """pipeline(..., num_beams=3, num_return_sequences=2) gives what the same settings per call give (they were
+    passed to generate behind the n-best grouping's back: a RuntimeError); a bad one is refused when the
+    pipeline is built (num_beams=0 was a ZeroDivisionError inside generate); a call's generation_config
+    replaces them, as in transformers."""
+    from transformers import GenerationConfig
+
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    annotator = PreParsedAnnotator(annotations)
+    per_call = pipeline("syntax-translation", model=str(out), annotator=annotator)
+    expected = per_call(sources[:3], num_beams=3, num_return_sequences=2, max_new_tokens=8)
+    built = pipeline("syntax-translation", model=str(out), annotator=annotator, num_beams=3, num_return_sequences=2,
+                     max_new_tokens=8)
+    assert built(sources[:3]) == expected and all(len(alternatives) == 2 for alternatives in expected)
+    assert built(sources[:1], num_return_sequences=1) == [expected[0][0]]
+    beams = pipeline("syntax-translation", model=str(out), annotator=annotator, num_beams=3, max_new_tokens=8)
+    assert beams(sources[:3], num_return_sequences=2) == expected  # the construction's beam admits the call's k
+    assert built(sources[:1], generation_config=GenerationConfig(max_new_tokens=8)) == per_call(
+        sources[:1], max_new_tokens=8)
+    for settings, message in (({"num_beams": 0}, "^num_beams=0: the beam size must be an integer >= 1"),
+                              ({"num_return_sequences": 2}, "^num_return_sequences=2 but num_beams=1"),
+                              ({"return_dict_in_generate": True}, "^return_dict_in_generate=True: the pipeline"),
+                              ({"max_length_a": -1}, "^max_length_a=-1: the length cap's a ")):
+        with pytest.raises(ValueError, match=message):
+            pipeline("syntax-translation", model=str(out), annotator=annotator, **settings)
+
 def _naive_log_probability(model, inputs: dict, row: int, ids: list[int]) -> float:
     """sum_t log softmax(logits_t)[y_t] over y = ids (the decoder start first), one prefix a forward pass."""
     one = {name: value[row : row + 1] for name, value in inputs.items()}
@@ -140,6 +168,9 @@ def test_return_scores_match_the_formula_and_the_beams_own_scores(dev):
             [o["translation_text"] for o in (a if k > 1 else [a])] for a in got[:3]]
     with pytest.raises(ValueError, match="^return_scores='yes': expected True or False$"):
         translate(sources[:1], return_scores="yes")
+    for name in ("return_dict_in_generate", "output_scores", "output_logits"):  # were a KeyError or ignored
+        with pytest.raises(ValueError, match=f"^{name}=True: the pipeline returns translations, .* return_scores=True"):
+            translate(sources[:1], **{name: True})
 
 def test_bad_lines_are_reported_and_skipped(dev, caplog):
     sources, annotations = dev
