@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
+import torch
 from huggingface_hub import constants as hub_constants
 from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
@@ -363,13 +364,11 @@ def sequence_scores(model, inputs: dict, sequences, eos_token_id, length_penalty
     forced-decoding pass: log P = sum over the generated tokens y_1..y_n (after the decoder start, up to
     and with the first </s>) of log softmax(logits)[y_t], and score = log P / n ** length_penalty, the
     score beam search ranks finished hypotheses by (its `sequences_scores`)."""
-    import torch
-
     k = len(sequences) // len(inputs["input_ids"])
     rows = {name: value.repeat_interleave(k, dim=0) for name, value in inputs.items()}
     targets = sequences[:, 1:]
-    eos = eos_token_id if isinstance(eos_token_id, list) else [eos_token_id]
-    is_eos = torch.isin(targets, torch.tensor(eos, device=targets.device))
+    eos = eos_token_id if isinstance(eos_token_id, list) else [] if eos_token_id is None else [eos_token_id]
+    is_eos = torch.isin(targets, torch.tensor(eos, dtype=targets.dtype, device=targets.device))
     counted = (is_eos.long().cumsum(dim=1) - is_eos.long()) == 0  # not after the first </s>
     log_probability = []
     with torch.no_grad():
