@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The KFTT budget campaign (issue 73): its queue of runs, trained outside the work tree, one session after another.
+#
+#   bash scripts/kftt_campaign.sh start    # clone this checkout to $CAMPAIGN once, set it up, start or resume the
+#                                          # queue in the background (2 processes, fp32), log under $RUNS
+#   bash scripts/kftt_campaign.sh status   # the run now training: its step, learning rate, tune BLEU so far
+#   bash scripts/kftt_campaign.sh stop     # SIGINT: the run saves a checkpoint, which the next `start` resumes from
+#
+# The clone is made once and never pulled, so that a run resumes with the code it started with. quality.py run
+# skips finished runs and parses only what a preset reads (transformer_abs reads no parse). Checkpoints and parse
+# caches stay in $RUNS, which a later session on the same machine finds; a new machine starts the run again.
+set -euo pipefail
+
+SCRIPT=$(readlink -f "$0")
+CAMPAIGN=${CAMPAIGN:-/work/campaign}
+RUNS=${HF_SYNTAX_MT_RUNS:-/work/runs}
+RECIPE=benchmarks/recipes/kftt.ja-en.budget.json
+QUEUE=("transformer_abs@4B 1")   # "preset seed", in order: what is left of the issue's queue
+export CAMPAIGN HF_SYNTAX_MT_RUNS=$RUNS HF_HUB_OFFLINE=1
+
+queue_pid() { pgrep -f "kftt_campaign.sh _queue" | head -1 || true; }
+
+case "${1:-}" in
+start)
+    if [ -n "$(queue_pid)" ]; then
+        echo "kftt_campaign: the queue is already running (pid $(queue_pid))"; exit 0
+    fi
+    if [ ! -d "$CAMPAIGN/.git" ]; then
+        git clone -q "$(dirname "$(dirname "$SCRIPT")")" "$CAMPAIGN"
+    fi
+    cd "$CAMPAIGN"
+    [ -x .venv/bin/python ] || bash scripts/setup.sh
+    mkdir -p "$RUNS"
+    log="$RUNS/campaign.$(date -u +%Y%m%dT%H%M%SZ).log"
+    setsid nohup bash "$SCRIPT" _queue > "$log" 2>&1 < /dev/null &   # this file: the clone may predate it
+    echo "kftt_campaign: queue started from $CAMPAIGN at $(git log --oneline -1); log: $log"
+    ;;
+_queue)
+    cd "$CAMPAIGN"
+    for item in "${QUEUE[@]}"; do
+        read -r preset seed <<< "$item"
+        .venv/bin/python benchmarks/quality.py run --recipe "$RECIPE" --presets "$preset" --seeds "$seed" \
+            --processes 2 --no-bf16 --runs-dir "$RUNS"
+    done
+    ;;
+status)
+    log=$(ls -t "$RUNS"/campaign.*.log 2>/dev/null | head -1 || true)
+    [ -n "$log" ] || { echo "kftt_campaign: no campaign log under $RUNS"; exit 1; }
+    echo "log: $log; queue: $([ -n "$(queue_pid)" ] && echo running || echo stopped)"
+    grep -h "INFO quality: training" "$log" | tail -1 || true
+    training_log=$(ls -t "$RUNS"/kftt.ja-en.budget/*/seed*/training_log.csv 2>/dev/null | head -1 || true)
+    if [ -n "$training_log" ]; then
+        echo "$training_log, written $(( $(date +%s) - $(stat -c %Y "$training_log") )) s ago:"
+        head -1 "$training_log"; tail -1 "$training_log"
+    fi
+    grep -ho "'eval_bleu': '[0-9.]*'.*'epoch': '[0-9.]*'" "$log" | sed "s/'eval_chrf.*'epoch'/ epoch/" || true
+    grep -h "interrupted at step\|Traceback\|Error" "$log" | tail -3 || true
+    ;;
+stop)
+    pid=$(queue_pid)
+    [ -n "$pid" ] || { echo "kftt_campaign: the queue is not running"; exit 0; }
+    kill -INT -- "-$(ps -o pgid= -p "$pid" | tr -d ' ')"
+    for _ in $(seq 120); do
+        [ -z "$(queue_pid)" ] && break
+        sleep 2
+    done
+    log=$(ls -t "$RUNS"/campaign.*.log | head -1)
+    grep -h "interrupted at step" "$log" | tail -1 || echo "kftt_campaign: no 'interrupted at step' in $log: read it"
+    [ -z "$(queue_pid)" ] || { echo "kftt_campaign: the queue still runs after 240 s"; exit 1; }
+    ;;
+*)
+    echo "usage: bash scripts/kftt_campaign.sh start|status|stop" >&2; exit 2
+    ;;
+esac
