@@ -291,7 +291,7 @@ class SyntaxTranslationPipeline(Pipeline):
             generated = self.model.generate(**inputs, **self._prepare_generate_kwargs(generate_kwargs))
             if return_scores:
                 penalty = generate_kwargs.get("length_penalty", self.model.generation_config.length_penalty)
-                eos = generate_kwargs.get("eos_token_id", self.model.generation_config.eos_token_id)
+                eos = generate_kwargs.get("eos_token_id", self._model_eos_token_id())
                 scores = sequence_scores(self.model, inputs, generated, eos, 1.0 if penalty is None else penalty)
         return {**batch, "generated": generated, "scores": scores,
                 "per_sentence": self._translations_per_sentence(generate_kwargs)}
@@ -302,10 +302,13 @@ class SyntaxTranslationPipeline(Pipeline):
         generate_kwargs = {k: v for k, v in generate_kwargs.items() if k not in ("max_length_a", "max_length_b")}
         if a is None and b is None:
             return generate_kwargs
-        eos = self.model.generation_config.eos_token_id
-        if eos is None:
-            eos = self.model.config.eos_token_id
+        eos = self._model_eos_token_id()
         return with_length_cap(generate_kwargs, attention_mask, a, b, eos_token_id=eos[0] if isinstance(eos, list) else eos)
+
+    def _model_eos_token_id(self):
+        """The model's </s> (an id or a list of ids): its generation config's, else its config's."""
+        eos = self.model.generation_config.eos_token_id
+        return self.model.config.eos_token_id if eos is None else eos
 
     def postprocess(self, batch):
         """One `{"translation_text"}` per sentence, or with k = `num_return_sequences` > 1 a list of k of
@@ -317,12 +320,12 @@ class SyntaxTranslationPipeline(Pipeline):
             if len(decoded) != k * len(batch["keep"]):
                 raise RuntimeError(f"generate returned {len(decoded)} sequences for {len(batch['keep'])} sentences; "
                                    f"expected {k} per sentence (num_return_sequences)")
-            scores = batch["scores"]
+            scores = None if batch["scores"] is None else [values.tolist() for values in batch["scores"]]
             for row, text in enumerate(decoded):
                 record = out[batch["keep"][row // k]][row % k]
                 record["translation_text"] = text.strip()
                 if scores is not None:
-                    record["log_probability"], record["score"] = scores[0][row].item(), scores[1][row].item()
+                    record["log_probability"], record["score"] = scores[0][row], scores[1][row]
         for i, message in batch["errors"].items():
             for record in out[i]:
                 record["error"] = message
