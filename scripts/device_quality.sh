@@ -32,6 +32,13 @@
 # of dev, tune or the blind test took 36-53 s (corpus-order batches then; length-sorted since), so none of the eight
 # reached its averaged model's last translation by 555 s and all were lost (the result is now written before the
 # averaged model's translations). Next time: four lanes, FINAL_S 250.
+#
+# GPU checks (the package itself on the GPU; no corpus, no parser):
+#   here:   bash scripts/device_quality.sh prepare          (no recipe: only .whl, with pytest)
+#   there:  bash scripts/device_quality.sh checks           (carry .whl)
+#           runs tests/model/test_cuda.py (fp32 on the GPU is the CPU's function, bf16, torch.compile, the Trainer
+#           and the pipeline on the GPU) and benchmarks/gpu_speed.py, and puts the test log and
+#           benchmarks/results/gpu_speed.json under $OUT.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -40,7 +47,8 @@ prepare() {
     mkdir -p .git/info; grep -qx '/.whl/' .git/info/exclude 2>/dev/null || printf '/.whl/\n/.devcarry/\n' >> .git/info/exclude
     rm -rf .whl .devcarry && mkdir -p .whl .devcarry
     local wheels=() tmp; tmp=$(mktemp -d)
-    for name in transformers huggingface_hub datasets evaluate dill multiprocess httpx2 httpcore2 truststore tokenizers fsspec click regex; do
+    for name in transformers huggingface_hub datasets evaluate dill multiprocess httpx2 httpcore2 truststore tokenizers fsspec click regex \
+            pytest pluggy iniconfig pygments; do
         wheels+=("$(grep -i "^${name}==" scripts/constraints.txt)")
     done
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -49,6 +57,7 @@ prepare() {
     # the wheels unpacked and xz-compressed together: 9 MB instead of 20 (the travelling tree's limit is 64 MiB)
     mkdir -p "$tmp/site" && for wheel in "$tmp"/wheels/*.whl; do unzip -q -o "$wheel" -d "$tmp/site" || exit 1; done
     tar cJf .whl/site.tar.xz -C "$tmp/site" . || exit 1
+    [ $# -gt 0 ] || { rm -rf "$tmp"; du -sh .whl; return; }  # no recipe: the packages only (for `checks`)
     HF_SYNTAX_MT_RUNS=${HF_SYNTAX_MT_RUNS:-runs/quality} $py benchmarks/quality.py carry \
         $(printf -- '--recipe %s ' "$@") --to "$tmp/carry" || exit 1
     # gzipped files travel unzipped inside one .tar.xz (<name>.gz -> <name>.gz.raw; `run` gzips them back)
@@ -100,8 +109,19 @@ run() {
     echo "all done at $(( $(date +%s) - start )) s"
 }
 
+checks() {
+    [ -f .whl/site.tar.xz ] || { echo "no .whl/site.tar.xz: run prepare (again) and carry .whl" >&2; exit 1; }
+    mkdir -p /tmp/site && tar xJf .whl/site.tar.xz -C /tmp/site || exit 1
+    export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+    python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'
+    python3 -m pytest -q -p no:cacheprovider tests/model/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log" | tail -40
+    (cd benchmarks && python3 gpu_speed.py --output "$OUT/gpu_speed.json") 2>&1 | tee "$OUT/gpu_speed.log" | tail -60
+}
+
 case "${1:-}" in
     prepare) shift; prepare "$@" ;;
     run) shift; run "$@" ;;
-    *) echo "usage: $0 prepare RECIPE.json... | run LANES START_BY STOP_AT FINAL_S RECIPE_NAME:PRESET..." >&2; exit 2 ;;
+    checks) checks ;;
+    *) echo "usage: $0 prepare [RECIPE.json...] | run LANES START_BY STOP_AT FINAL_S RECIPE_NAME:PRESET... | checks" >&2; exit 2 ;;
 esac

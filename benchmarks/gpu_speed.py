@@ -1,0 +1,204 @@
+"""Training-step and decoding time of every preset on a CUDA GPU, relative to `transformer_abs` and to a
+same-size `MarianMTModel`, measured in one run (the GPU twin of benchmarks/speed.py's time and decode parts).
+
+    python benchmarks/gpu_speed.py [--lengths 32 64 128 256] [--tokens-per-batch 4096] [--rounds 10]
+        [--presets ...] [--output benchmarks/results/gpu_speed.json]
+    python benchmarks/gpu_speed.py --tables-from benchmarks/results/gpu_speed.json   # tables into RESULTS.md
+
+Model, random batches and syntax features as benchmarks/speed.py (the issue-6 recipe size). Every system is built
+in one process and timed in interleaved rounds (one AdamW step of each system per round, the order rotating, the
+GPU synchronized after each); a cell is the median over rounds of the per-round ratio. Training runs in fp32 (TF32
+off) and in bf16 autocast; decoding (fp32) is 32 sentences × 30 new tokens, greedy and beam 4. The recipe step is
+one AdamW step of `transformer_abs` on the KFTT recipe's typical batch (64 sentences, source 16 / target 14
+subwords, speed.recipe_training_step): its time bounds from below what one update of a KFTT budget run costs there.
+"""
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from results_md import write_section
+from speed import BASELINE, DEFAULT_PRESETS, MARIAN, SIZE, _batch, _build, _describe_size, _interleaved, _median_ratio
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def _synchronized(function):
+    import torch
+
+    def call():
+        function()
+        torch.cuda.synchronize()
+
+    return call
+
+
+def _training_step(model, batch, bf16):
+    """One AdamW step on `batch` (on the model's GPU), fp32 or under bf16 autocast."""
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step():
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return _synchronized(step)
+
+
+def _on_gpu(batch):
+    return {name: value.cuda() for name, value in batch.items()}
+
+
+def measure_train(systems, lengths, tokens_per_batch, rounds):
+    """{precision: {system: {n: {"step_s": [...], "tokens": source + target tokens}}}}."""
+    built = {system: _build(system, SIZE) for system in systems}
+    results = {precision: {system: {} for system in systems} for precision in PRECISIONS}
+    for precision in PRECISIONS:
+        for length in lengths:
+            sentences = max(1, tokens_per_batch // length)
+            steps = {}
+            for system, (model, config) in built.items():
+                model.cuda().train()
+                steps[system] = _training_step(model, _on_gpu(_batch(config, sentences, length)), precision == "bf16")
+                steps[system]()  # warm-up: kernels chosen, optimizer state made
+            for system, seconds in _interleaved(steps, rounds).items():
+                results[precision][system][length] = {"step_s": seconds, "tokens": 2 * sentences * length}
+            print(f"timed {precision} n={length}", file=sys.stderr, flush=True)
+    return results
+
+
+def measure_decode(systems, rounds):
+    """{system: {"beam1_s": [...], "beam4_s": [...]}}: 32 sentences × 30 new tokens, fp32."""
+    import torch
+
+    built = {system: _build(system, SIZE) for system in systems}
+    decode = {system: {} for system in systems}
+    with torch.no_grad():
+        for beams in (1, 4):
+            calls = {}
+            for system, (model, config) in built.items():
+                model.cuda().eval()
+                inputs = _on_gpu({k: v for k, v in _batch(config, 32, 30, seed=1).items()
+                                  if k not in ("labels", "target_heads")})
+                calls[system] = _synchronized(lambda model=model, inputs=inputs: model.generate(
+                    **inputs, num_beams=beams, max_new_tokens=30, min_new_tokens=30))
+                calls[system]()  # warm-up
+            for system, seconds in _interleaved(calls, rounds).items():
+                decode[system][f"beam{beams}_s"] = seconds
+    return decode
+
+
+def measure_recipe_step(rounds):
+    """Seconds of one AdamW step of transformer_abs on the KFTT recipe's typical batch, fp32 and bf16."""
+    model, config = _build(BASELINE, SIZE)
+    model.cuda().train()
+    batch = _on_gpu(_batch(config, 64, 16, target_length=14))
+    steps = {precision: _training_step(model, batch, precision == "bf16") for precision in PRECISIONS}
+    for step in steps.values():
+        step()
+    return _interleaved(steps, rounds)
+
+
+def format_tables(results):
+    train, decode, settings = results["train"], results["decode"], results["settings"]
+    lengths, systems = settings["lengths"], [MARIAN] + settings["presets"]
+    lines = ["| system | " + " | ".join(f"{p} n={n} ×abs / ×Marian" for p in PRECISIONS for n in lengths) + " |",
+             "|---|" + "---|" * (len(PRECISIONS) * len(lengths))]
+    for system in systems:
+        cells = []
+        for precision in PRECISIONS:
+            table = train[precision]
+            cells += [f"{_median_ratio(table[system][str(n)]['step_s'], table[BASELINE][str(n)]['step_s']):.2f} / "
+                      f"{_median_ratio(table[system][str(n)]['step_s'], table[MARIAN][str(n)]['step_s']):.2f}"
+                      for n in lengths]
+        lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    lines += ["", "Absolute figures of the baselines (medians):"]
+    for system in (MARIAN, BASELINE):
+        for precision in PRECISIONS:
+            rows = train[precision][system]
+            lines.append(f"- {system}, {precision}: " + ", ".join(
+                f"n={n}: {rows[str(n)]['tokens'] / statistics.median(rows[str(n)]['step_s']):,.0f} tokens/s "
+                f"({statistics.median(rows[str(n)]['step_s']) * 1000:.1f} ms/step)" for n in lengths))
+    lines += ["", "| system | beam-4 decode ×Marian | ×abs | greedy ×Marian | ×abs | beam-4 s (median) |",
+              "|---|---|---|---|---|---|"]
+    for system in systems:
+        d = decode[system]
+        lines.append(f"| {system} | {_median_ratio(d['beam4_s'], decode[MARIAN]['beam4_s']):.2f} | "
+                     f"{_median_ratio(d['beam4_s'], decode[BASELINE]['beam4_s']):.2f} | "
+                     f"{_median_ratio(d['beam1_s'], decode[MARIAN]['beam1_s']):.2f} | "
+                     f"{_median_ratio(d['beam1_s'], decode[BASELINE]['beam1_s']):.2f} | "
+                     f"{statistics.median(d['beam4_s']):.2f} |")
+    recipe = {precision: statistics.median(seconds) for precision, seconds in results["recipe_step_s"].items()}
+    lines += ["", "One AdamW step of transformer_abs on the KFTT recipe's typical batch (64 sentences, 16 / 14 subwords): "
+              + ", ".join(f"{precision} {seconds * 1000:.1f} ms" for precision, seconds in recipe.items())
+              + f"; 25,392 such steps (the `transformer_abs@4B` budget) take at least "
+              f"{25392 * min(recipe.values()) / 60:.1f} min before any evaluation or translation."]
+    return "\n".join(lines)
+
+
+def write_results_md(results, path):
+    settings = results["settings"]
+    write_section(path, "gpu-speed", "\n".join([
+        "## Speed on a GPU", "",
+        f"Generated on {settings['date']} by `{settings['command']}` on {settings['gpu']} (PyTorch {settings['torch']}, "
+        f"CUDA {settings['cuda']}); tables written from `benchmarks/results/gpu_speed.json` by "
+        "`python benchmarks/gpu_speed.py --tables-from benchmarks/results/gpu_speed.json`. Model of the issue-6 recipe "
+        f"size ({_describe_size(SIZE)}); training: one AdamW step on a batch of {settings['tokens_per_batch']} // n "
+        f"sentences with source = target length n, {settings['rounds']} interleaved rounds in one process, the GPU "
+        "synchronized after each step (cells: median over rounds of the step time's ratio to `transformer_abs` / to a "
+        "same-size `MarianMTModel`, < 1 is faster), fp32 with TF32 off and bf16 autocast; decoding: 32 sentences × 30 "
+        "new tokens, fp32. Random ids, trees and distances, untrained models.", "", format_tables(results)]))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lengths", type=int, nargs="+", default=[32, 64, 128, 256])
+    parser.add_argument("--tokens-per-batch", type=int, default=4096, help="batch of this // n sentences at length n")
+    parser.add_argument("--rounds", type=int, default=10, help="interleaved timed rounds")
+    parser.add_argument("--presets", nargs="+", default=DEFAULT_PRESETS)
+    parser.add_argument("--output", default="benchmarks/results/gpu_speed.json")
+    parser.add_argument("--tables-from", help="write RESULTS.md's tables from this JSON (no GPU needed)")
+    parser.add_argument("--results-md", default="model_cards/RESULTS.md")
+    args = parser.parse_args(argv)
+    if args.tables_from:
+        results = json.loads(Path(args.tables_from).read_text())
+        write_results_md(results, args.results_md)
+        print(format_tables(results))
+        return results
+
+    import torch
+
+    if not torch.cuda.is_available():
+        raise SystemExit("gpu_speed.py: no CUDA GPU here (torch.cuda.is_available() is False)")
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    presets = list(dict.fromkeys([BASELINE] + args.presets))
+    systems = [MARIAN] + presets
+    started = time.perf_counter()
+    results = {
+        "settings": {"lengths": args.lengths, "tokens_per_batch": args.tokens_per_batch, "rounds": args.rounds,
+                     "presets": presets, "size": SIZE, "date": time.strftime("%Y-%m-%d"),
+                     "command": "python benchmarks/gpu_speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                     "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+                     "cpu": platform.processor() or platform.machine()},
+        "train": measure_train(systems, args.lengths, args.tokens_per_batch, args.rounds),
+        "decode": measure_decode(systems, max(3, args.rounds // 2)),
+        "recipe_step_s": measure_recipe_step(args.rounds * 3),
+    }
+    results["settings"]["seconds"] = round(time.perf_counter() - started, 1)
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(results, indent=1))
+    print(format_tables(json.loads(output.read_text())))  # the JSON's string keys, as --tables-from reads them
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""What a GPU user runs, on a GPU (skipped without one; run on lent machines by
+`scripts/device_quality.sh checks`).
+
+- fp32 on the GPU is the CPU's function: for every preset and both attention implementations, the same
+  weights give the CPU's logits and loss (≤ 1e-4, TF32 off) and gradients (≤ 1e-4 of the largest), and
+  greedy and beam `generate` give the CPU's tokens.
+- bf16 (weights, and fp32 under autocast) on the GPU: logits within 0.05 of the CPU's fp32 (the bound of
+  tests/model/test_precision.py), finite nonzero gradients, `generate` runs.
+- `torch.compile` (inductor, Triton kernels) gives the eager logits on the GPU.
+- `train` (Seq2SeqTrainer) picks the GPU when `use_cpu` is off, and its losses are the CPU run's; the
+  pipeline with `device=0` gives the CPU pipeline's translations and scores.
+"""
+
+import copy
+
+import pytest
+import torch
+from transformers import pipeline
+
+import hf_syntax_mt.inference.pipeline  # noqa: F401  (registers "syntax-translation")
+from hf_syntax_mt import SyntaxMTForConditionalGeneration
+from hf_syntax_mt.syntax import PreParsedAnnotator, read_conllu
+from hf_syntax_mt.training.run import train
+
+from model_helpers import ALL_PRESETS, random_batch, syntax_kwargs, tiny_config
+from training_helpers import scratch_dir, synthetic_corpus, tiny_args
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
+
+CUDA = torch.device("cuda")
+
+
+@pytest.fixture(autouse=True)
+def no_tf32():
+    """fp32 matmuls and convolutions in full fp32 (TF32 would round their inputs to 10 mantissa bits)."""
+    previous = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = previous
+
+
+def _model_inputs_targets(preset, **overrides):
+    config = tiny_config(preset, init_std=0.1, **overrides)
+    torch.manual_seed(0)
+    model = SyntaxMTForConditionalGeneration(config).eval()
+    batch = random_batch([7, 5, 6], seed=1)
+    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **syntax_kwargs(config, batch))
+    targets = dict(labels=batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100))
+    if config.needs_target_heads:  # the source trees serve as target trees: same rows, same shapes
+        targets["target_heads"] = batch["source_heads"]
+    return model, inputs, targets
+
+
+def _on(device, tensors):
+    return {name: value.to(device) for name, value in tensors.items()}
+
+
+def _step(model, inputs, targets):
+    """(logits, loss, {name: gradient}) of one forward and backward pass in train mode (dropout is 0)."""
+    model.train()
+    model.zero_grad(set_to_none=True)
+    outputs = model(**inputs, **targets)
+    outputs.loss.backward()
+    model.eval()
+    gradients = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    return outputs.logits, outputs.loss, gradients
+
+
+@pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
+@pytest.mark.parametrize("preset", ALL_PRESETS)
+def test_fp32_on_the_gpu_is_the_cpu_function(preset, attn_implementation):
+    cpu_model, inputs, targets = _model_inputs_targets(preset)
+    cpu_model.set_attn_implementation(attn_implementation)
+    gpu_model = copy.deepcopy(cpu_model).to(CUDA)
+    cpu_logits, cpu_loss, cpu_gradients = _step(cpu_model, inputs, targets)
+    gpu_logits, gpu_loss, gpu_gradients = _step(gpu_model, _on(CUDA, inputs), _on(CUDA, targets))
+    torch.testing.assert_close(gpu_logits.cpu(), cpu_logits, atol=1e-4, rtol=0)
+    torch.testing.assert_close(gpu_loss.cpu(), cpu_loss, atol=1e-4, rtol=0)
+    assert gpu_gradients.keys() == cpu_gradients.keys()
+    largest = max(g.abs().max().item() for g in cpu_gradients.values())
+    for name, gradient in cpu_gradients.items():
+        torch.testing.assert_close(gpu_gradients[name].cpu(), gradient, atol=1e-4 * largest, rtol=0, msg=name)
+    for generate in ({"max_new_tokens": 6}, {"max_new_tokens": 6, "num_beams": 3, "num_return_sequences": 2}):
+        with torch.no_grad():
+            expected = cpu_model.generate(**inputs, **generate)
+            got = gpu_model.generate(**_on(CUDA, inputs), **generate)
+        assert torch.equal(got.cpu(), expected), generate
+
+
+@pytest.mark.parametrize("how", ["weights", "autocast"])
+@pytest.mark.parametrize("preset", ALL_PRESETS)
+def test_bf16_on_the_gpu_stays_close_to_fp32(preset, how):
+    reference, inputs, targets = _model_inputs_targets(preset)
+    with torch.no_grad():
+        expected = reference(**inputs, **targets).logits
+    for attn_implementation in ("sdpa", "eager"):
+        model = copy.deepcopy(reference).to(CUDA)
+        model.set_attn_implementation(attn_implementation)
+        if how == "weights":
+            model.to(torch.bfloat16)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=how == "autocast"):
+            logits, loss, gradients = _step(model, _on(CUDA, inputs), _on(CUDA, targets))
+            with torch.no_grad():
+                generated = model.generate(**_on(CUDA, inputs), max_new_tokens=5, num_beams=2)
+        assert logits.dtype == torch.bfloat16 and torch.isfinite(loss)
+        torch.testing.assert_close(logits.float().cpu(), expected, atol=0.05, rtol=0)
+        assert gradients and all(torch.isfinite(g).all() for g in gradients.values())
+        assert sum(g.float().abs().sum() for g in gradients.values()) > 0
+        assert generated.shape[0] == inputs["input_ids"].shape[0] and (generated < model.config.vocab_size).all()
+
+
+@pytest.mark.parametrize("preset", ["transformer_abs", "transformer_dep_rel", "transformer_sla"])
+def test_torch_compile_on_the_gpu_gives_the_eager_logits(preset):
+    model, inputs, _ = _model_inputs_targets(preset, encoder_layers=1, decoder_layers=1)
+    model.to(CUDA)
+    inputs = _on(CUDA, inputs)
+    inputs["decoder_input_ids"] = inputs["input_ids"]
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            expected = model(**inputs).logits
+            compiled = torch.compile(model, backend="inductor")
+            torch.testing.assert_close(compiled(**inputs).logits, expected, atol=1e-4, rtol=1e-4)
+    finally:
+        torch._dynamo.reset()
+
+
+def _losses(result):
+    return [entry["loss"] for entry in result.trainer.state.log_history if "loss" in entry]
+
+
+def test_training_and_the_pipeline_on_the_gpu_match_the_cpu():
+    preset = "transformer_dep_rel+transformer_dbsa+transformer_sla"
+    runs = {}
+    for device, use_cpu in (("cpu", True), ("cuda", False)):
+        runs[device] = train(*tiny_args(scratch_dir(f"gpu-check-{device}"), preset, use_cpu=use_cpu))
+    trained_on = next(runs["cuda"].trainer.model.parameters()).device
+    assert runs["cuda"].trainer.args.device.type == "cuda" and trained_on.type == "cuda"
+    assert len(_losses(runs["cuda"])) == 2
+    assert _losses(runs["cuda"]) == pytest.approx(_losses(runs["cpu"]), rel=1e-3)
+
+    data = synthetic_corpus()
+    sources = (data / "dev.src").read_text().splitlines()
+    annotations = read_conllu(data / "dev.src.conllu", trees=(data / "dev.src.tree").read_text().splitlines())
+    outputs = {}
+    for device, index in (("cpu", -1), ("cuda", 0)):
+        translate = pipeline("syntax-translation", model=runs["cpu"].output_dir, device=index,
+                             annotator=PreParsedAnnotator(annotations))
+        assert translate.model.device.type == device
+        outputs[device] = translate(sources, batch_size=4, num_beams=3, max_new_tokens=8, return_scores=True)
+    assert [o["translation_text"] for o in outputs["cuda"]] == [o["translation_text"] for o in outputs["cpu"]]
+    for got, expected in zip(outputs["cuda"], outputs["cpu"]):
+        assert got["log_probability"] == pytest.approx(expected["log_probability"], abs=1e-3)
+        assert got["score"] == pytest.approx(expected["score"], abs=1e-3)
