@@ -152,19 +152,15 @@ def test_speed_benchmark_tables_on_tiny_model(tmp_path):
     written = (tmp_path / "RESULTS.md").read_text()
     assert written.count("<!-- speed:begin -->") == 1 and "--parts pipeline" in written
     assert json.loads(output.read_text())["tables"] in written
-
-
-def test_time_of_some_lengths_keeps_the_others(tmp_path):
-    output = tmp_path / "speed.json"
-    common = ["--rounds", "1", "--size", TINY, "--presets", "transformer_abs", "--pipeline-text", "",
-              "--output", str(output), "--results-md", ""]
-    first = speed.main(["--lengths", "8", "12", "--batch-size", "2", "--parts", "memory,time,decode,pipeline", *common])
-    again = speed.main(["--lengths", "12", "--batch-size", "2", "--parts", "time", *common])
-    for system in ("marian", "transformer_abs"):
-        assert again["time"]["train"][system][8] == first["time"]["train"][system][8]
-        assert again["time"]["train"][system][12] != first["time"]["train"][system][12]
-    assert again["time"]["decode"] == first["time"]["decode"] and again["memory"] == first["memory"]
-    assert len(again["commands"]["time"]) == 2
+    # --parts time at some lengths: those are measured again, the other lengths and parts are kept
+    third = speed.main(["--lengths", "12", "--tokens-per-batch", "16", "--rounds", "1", "--size", TINY,
+                        "--presets", "transformer_dbsa", "transformer_sla", "--parts", "time", "--pipeline-text", "",
+                        "--output", str(output), "--results-md", ""])
+    for system in systems:
+        assert third["time"]["train"][system][8] == results["time"]["train"][system][8]
+        assert third["time"]["train"][system][12] != results["time"]["train"][system][12]
+    assert third["time"]["decode"] == results["time"]["decode"] and third["memory"] == results["memory"]
+    assert third["pipeline"] == again["pipeline"] and len(third["commands"]["time"]) == 2
 
 
 def test_long_sentence_decoding_generates_each_batch_s_longest_reference(tmp_path):
