@@ -110,6 +110,10 @@ class SyntaxTranslationPipeline(Pipeline):
             n-best list of the beam, so k <= num_beams; or k samples with do_sample=True).
         return_scores: add to each output `log_probability` (log P(translation | source)) and `score`
             (that over length ** length_penalty: what beam search ranks by), from `sequence_scores`.
+        return_tensors, return_text, clean_up_tokenization_spaces: as in transformers v4's translation
+            pipeline: `return_tensors=True` gives `translation_token_ids` (generate's ids, up to the first
+            </s>) instead of the text, unless `return_text=True` asks for both. `src_lang` / `tgt_lang` (which
+            choose a multilingual model's languages) and truncation are refused, saying why.
         num_beams, max_length, max_new_tokens, ...: passed to `generate`.
     Settings given at construction are the defaults of every call and are checked with the call's.
     """
@@ -123,7 +127,8 @@ class SyntaxTranslationPipeline(Pipeline):
             raise ValueError(f"batch_size={self._batch_size!r}: the number of sentences per batch must be an "
                              "integer >= 1")
         # generation settings given here (num_beams=4, ...) are defaults of every call, checked as a call's are
-        self._forward_params = self._sanitize_parameters(**self._generate_kwargs, **self._forward_params)[1]
+        _, self._forward_params, self._postprocess_params = self._sanitize_parameters(
+            **self._generate_kwargs, **self._forward_params, **self._postprocess_params)
         self._construction_generation_keys, self._generate_kwargs = set(self._generate_kwargs), {}
         if self.tokenizer is None:
             raise ValueError(
@@ -149,11 +154,29 @@ class SyntaxTranslationPipeline(Pipeline):
             source_spacing=getattr(config, "source_spacing", "as_is"),
         )
 
-    def _sanitize_parameters(self, annotator=None, return_scores=None, **generate_kwargs):
+    def _sanitize_parameters(self, annotator=None, return_scores=None, return_tensors=None, return_text=None,
+                             clean_up_tokenization_spaces=None, src_lang=None, tgt_lang=None, truncation=None,
+                             **generate_kwargs):
         if annotator is not None:
             raise ValueError("pass `annotator` when building the pipeline: pipeline(..., annotator=...)")
-        if return_scores is not None and not isinstance(return_scores, bool):
-            raise ValueError(f"return_scores={return_scores!r}: expected True or False")
+        for name, value in (("return_scores", return_scores), ("return_tensors", return_tensors),
+                            ("return_text", return_text), ("clean_up_tokenization_spaces", clean_up_tokenization_spaces)):
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(f"{name}={value!r}: expected True or False")
+        for name, value in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
+            if value is not None:
+                raise ValueError(f"{name}={value!r}: a syntax-translation model translates the one language pair it "
+                                 "was trained on, so it takes no src_lang / tgt_lang (they choose the languages of "
+                                 "multilingual models such as mBART or NLLB); leave them out")
+        if truncation not in (None, False, "do_not_truncate"):
+            raise ValueError(f"truncation={truncation!r}: the pipeline does not truncate: a line longer than the model "
+                             "allows is reported and left untranslated, since a cut line's tokens would no longer "
+                             "match its parse; split long lines before translating them")
+        postprocess_params = {name: value for name, value in (("return_tensors", return_tensors),
+                              ("return_text", return_text), ("clean_up_tokenization_spaces", clean_up_tokenization_spaces))
+                              if value is not None}
+        if return_text is False and not return_tensors:
+            raise ValueError("return_text=False without return_tensors=True leaves nothing to return")
         for name in ("return_dict_in_generate", "output_scores", "output_logits"):
             if generate_kwargs.get(name):
                 raise ValueError(f"{name}=True: the pipeline returns translations, not generate's outputs; pass "
@@ -172,7 +195,7 @@ class SyntaxTranslationPipeline(Pipeline):
         forward_params = dict(generate_kwargs)
         if return_scores is not None:
             forward_params["return_scores"] = return_scores
-        return {}, forward_params, {}
+        return {}, forward_params, postprocess_params
 
     def _translations_per_sentence(self, generate_kwargs: dict) -> int:
         """k of `num_return_sequences` (the call's, else the model's generation config's)."""
@@ -280,6 +303,7 @@ class SyntaxTranslationPipeline(Pipeline):
 
     def _forward(self, batch, return_scores: bool = False, **generate_kwargs):
         generated = scores = None
+        eos = generate_kwargs.get("eos_token_id", self._model_eos_token_id())
         if batch["model_inputs"]:
             inputs = {k: v for k, v in batch["model_inputs"].items() if k != "labels"}
             generate_kwargs = self._with_length_cap(generate_kwargs, inputs["attention_mask"])
@@ -291,9 +315,8 @@ class SyntaxTranslationPipeline(Pipeline):
             generated = self.model.generate(**inputs, **self._prepare_generate_kwargs(generate_kwargs))
             if return_scores:
                 penalty = generate_kwargs.get("length_penalty", self.model.generation_config.length_penalty)
-                eos = generate_kwargs.get("eos_token_id", self._model_eos_token_id())
                 scores = sequence_scores(self.model, inputs, generated, eos, 1.0 if penalty is None else penalty)
-        return {**batch, "generated": generated, "scores": scores,
+        return {**batch, "generated": generated, "scores": scores, "eos": eos_ids(eos),
                 "per_sentence": self._translations_per_sentence(generate_kwargs)}
 
     def _with_length_cap(self, generate_kwargs: dict, attention_mask) -> dict:
@@ -310,20 +333,31 @@ class SyntaxTranslationPipeline(Pipeline):
         eos = self.model.generation_config.eos_token_id
         return self.model.config.eos_token_id if eos is None else eos
 
-    def postprocess(self, batch):
-        """One `{"translation_text"}` per sentence, or with k = `num_return_sequences` > 1 a list of k of
-        them, best first (as `generate` returns them: k rows per sentence, sentence after sentence)."""
+    def postprocess(self, batch, return_tensors: bool = False, return_text: Optional[bool] = None,
+                    clean_up_tokenization_spaces: Optional[bool] = None):
+        """One `{"translation_text"}` per sentence (or `translation_token_ids`, see the class doc), or with
+        k = `num_return_sequences` > 1 a list of k of them, best first (as `generate` returns them: k rows per
+        sentence, sentence after sentence)."""
         k = batch["per_sentence"]
-        out = [[{"translation_text": ""} for _ in range(k)] for _ in range(batch["size"])]
+        text_wanted = not return_tensors if return_text is None else return_text
+        empty = {**({"translation_text": ""} if text_wanted else {}), **({"translation_token_ids": []} if return_tensors else {})}
+        out = [[dict(empty) for _ in range(k)] for _ in range(batch["size"])]
         if batch["generated"] is not None:
-            decoded = self.tokenizer.batch_decode(batch["generated"], skip_special_tokens=True)
+            decoded = self.tokenizer.batch_decode(batch["generated"], skip_special_tokens=True,
+                                                  clean_up_tokenization_spaces=clean_up_tokenization_spaces)
             if len(decoded) != k * len(batch["keep"]):
                 raise RuntimeError(f"generate returned {len(decoded)} sequences for {len(batch['keep'])} sentences; "
                                    f"expected {k} per sentence (num_return_sequences)")
             scores = None if batch["scores"] is None else [values.tolist() for values in batch["scores"]]
+            ids = batch["generated"].tolist() if return_tensors else None
             for row, text in enumerate(decoded):
                 record = out[batch["keep"][row // k]][row % k]
-                record["translation_text"] = text.strip()
+                if text_wanted:
+                    record["translation_text"] = text.strip()
+                if return_tensors:
+                    row_ids = ids[row]
+                    end = next((t + 1 for t in range(1, len(row_ids)) if row_ids[t] in batch["eos"]), len(row_ids))
+                    record["translation_token_ids"] = row_ids[:end]  # the decoder start kept, the padding dropped
                 if scores is not None:
                     record["log_probability"], record["score"] = scores[0][row], scores[1][row]
         for i, message in batch["errors"].items():
@@ -347,10 +381,10 @@ class SyntaxTranslationPipeline(Pipeline):
         batch_size = next((size for size in (batch_size, self._batch_size) if size is not None), 8)
         if not _is_positive_int(batch_size):
             raise ValueError(f"batch_size={batch_size!r}: the number of sentences per batch must be an integer >= 1")
-        defaults = self._forward_params
+        defaults = {**self._forward_params, **self._postprocess_params}
         if "generation_config" in kwargs:  # it replaces the construction's generation settings, as in transformers
             defaults = {k: v for k, v in defaults.items() if k not in self._construction_generation_keys}
-        forward_params = self._sanitize_parameters(**{**defaults, **kwargs})[1]  # checked together
+        _, forward_params, postprocess_params = self._sanitize_parameters(**{**defaults, **kwargs})  # checked together
         outputs = []
         for start in range(0, len(texts), batch_size):
             batch = {
@@ -358,8 +392,13 @@ class SyntaxTranslationPipeline(Pipeline):
                 "annotations": None if annotations is None else annotations[start : start + batch_size],
                 "offset": start,
             }
-            outputs.extend(self.run_single(batch, {}, forward_params, {}))
+            outputs.extend(self.run_single(batch, {}, forward_params, postprocess_params))
         return outputs
+
+
+def eos_ids(eos_token_id) -> list[int]:
+    """The </s> ids of a generation setting that is an id, a list of ids or None."""
+    return eos_token_id if isinstance(eos_token_id, list) else [] if eos_token_id is None else [eos_token_id]
 
 
 def sequence_scores(model, inputs: dict, sequences, eos_token_id, length_penalty: float, rows_per_pass: int = 16):
@@ -370,8 +409,7 @@ def sequence_scores(model, inputs: dict, sequences, eos_token_id, length_penalty
     k = len(sequences) // len(inputs["input_ids"])
     rows = {name: value.repeat_interleave(k, dim=0) for name, value in inputs.items()}
     targets = sequences[:, 1:]
-    eos = eos_token_id if isinstance(eos_token_id, list) else [] if eos_token_id is None else [eos_token_id]
-    is_eos = torch.isin(targets, torch.tensor(eos, dtype=targets.dtype, device=targets.device))
+    is_eos = torch.isin(targets, torch.tensor(eos_ids(eos_token_id), dtype=targets.dtype, device=targets.device))
     counted = (is_eos.long().cumsum(dim=1) - is_eos.long()) == 0  # not after the first </s>
     log_probability = []
     with torch.no_grad():

@@ -172,6 +172,54 @@ def test_return_scores_match_the_formula_and_the_beams_own_scores(dev):
         with pytest.raises(ValueError, match=f"^{name}=True: the pipeline returns translations, .* return_scores=True"):
             translate(sources[:1], **{name: True})
 
+def test_transformers_translation_pipeline_keywords(dev):
+    """The keywords of transformers v4's translation pipeline: return_tensors gives generate's ids up to the first
+    </s> (instead of the text, or beside it with return_text=True), clean_up_tokenization_spaces reaches the
+    decoding, and src_lang / tgt_lang / truncation are refused saying why (they went to generate, which
+    refused them as unused model_kwargs)."""
+    sources, annotations = dev
+    out, _ = trained_model(DEP)
+    translate, texts = _direct_generate(out, sources[:3], annotations, max_new_tokens=8)
+    model, tokenizer = translate.model, translate.tokenizer
+    batch = SyntaxFeatureProcessor.from_config(model.config, tokenizer, PreParsedAnnotator(annotations))(sources[:3])
+    inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "source_heads", "source_distances")}
+    # the tiny model's beams end at a frequent token taken as </s> at different lengths: padded after it
+    generate = {"num_beams": 3, "num_return_sequences": 2, "max_new_tokens": 30, "eos_token_id": 4, "length_penalty": 0.6}
+    with torch.no_grad():
+        rows = model.generate(**inputs, **generate).tolist()
+    expected_ids = [row[: row.index(4, 1) + 1] if 4 in row[1:] else row for row in rows]
+    assert any(len(ids) < len(rows[0]) for ids in expected_ids)  # some row was padded
+
+    def flat(outputs):
+        return [record for alternatives in outputs for record in alternatives]
+
+    got = translate(sources[:3] + [""], batch_size=4, return_tensors=True, **generate)
+    assert [o["translation_token_ids"] for o in flat(got[:3])] == expected_ids
+    assert all(set(o) == {"translation_token_ids"} for o in flat(got[:3]))
+    assert [o["translation_token_ids"] for o in got[3]] == [[], []] and all("error" in o for o in got[3])
+    both = flat(translate(sources[:3], return_tensors=True, return_text=True, **generate))
+    assert [o["translation_token_ids"] for o in both] == expected_ids
+    assert [o["translation_text"] for o in both] == [t.strip() for t in tokenizer.batch_decode(rows, skip_special_tokens=True)]
+    for clean_up in (True, False):
+        decoded = tokenizer.batch_decode(rows, skip_special_tokens=True, clean_up_tokenization_spaces=clean_up)
+        assert [o["translation_text"] for o in flat(translate(sources[:3], clean_up_tokenization_spaces=clean_up,
+                                                                **generate))] == [t.strip() for t in decoded]
+    at_construction = pipeline("syntax-translation", model=model, tokenizer=tokenizer, return_tensors=True,
+                               annotator=PreParsedAnnotator(annotations))
+    assert at_construction(sources[:3], batch_size=4, **generate) == got[:3]
+    assert translate(sources[:3], max_new_tokens=8, truncation=False) == translate(sources[:3], max_new_tokens=8)
+    with pytest.raises(ValueError, match="^src_lang='ja': a syntax-translation model translates the one language pair"):
+        translate(sources[:1], src_lang="ja")
+    with pytest.raises(ValueError, match="^tgt_lang='en': .* leave them out$"):
+        translate(sources[:1], tgt_lang="en")
+    with pytest.raises(ValueError, match="^truncation=True: the pipeline does not truncate: a line longer than"):
+        translate(sources[:1], truncation=True)
+    with pytest.raises(ValueError, match="^return_text=False without return_tensors=True leaves nothing to return$"):
+        translate(sources[:1], return_text=False)
+    with pytest.raises(ValueError, match="^return_tensors='yes': expected True or False$"):
+        translate(sources[:1], return_tensors="yes")
+
+
 def test_bad_lines_are_reported_and_skipped(dev, caplog):
     sources, annotations = dev
     out, _ = trained_model(DEP)
