@@ -3,7 +3,7 @@ same-size `MarianMTModel`, measured in one run (the GPU twin of benchmarks/speed
 
     python benchmarks/gpu_speed.py [--lengths 32 64 128 256] [--tokens-per-batch 4096] [--rounds 10]
         [--presets ...] [--output benchmarks/results/gpu_speed.json]
-    python benchmarks/gpu_speed.py --tables-from benchmarks/results/gpu_speed.json   # tables into RESULTS.md
+    python benchmarks/gpu_speed.py --tables-from benchmarks/results/gpu_speed*.json   # tables into RESULTS.md
 
 Model, random batches and syntax features as benchmarks/speed.py (the issue-6 recipe size). Every system is built
 in one process and timed in interleaved rounds (one AdamW step of each system per round, the order rotating, the
@@ -144,18 +144,22 @@ def format_tables(results):
     return "\n".join(lines)
 
 
-def write_results_md(results, path):
-    settings = results["settings"]
-    write_section(path, "gpu-speed", "\n".join([
-        "## Speed on a GPU", "",
-        f"Generated on {settings['date']} by `{settings['command']}` on {settings['gpu']} (PyTorch {settings['torch']}, "
-        f"CUDA {settings['cuda']}); tables written from `benchmarks/results/gpu_speed.json` by "
-        "`python benchmarks/gpu_speed.py --tables-from benchmarks/results/gpu_speed.json`. Model of the issue-6 recipe "
-        f"size ({_describe_size(SIZE)}); training: one AdamW step on a batch of {settings['tokens_per_batch']} // n "
-        f"sentences with source = target length n, {settings['rounds']} interleaved rounds in one process, the GPU "
-        "synchronized after each step (cells: median over rounds of the step time's ratio to `transformer_abs` / to a "
-        "same-size `MarianMTModel`, < 1 is faster), fp32 with TF32 off and bf16 autocast; decoding: 32 sentences × 30 "
-        "new tokens, fp32. Random ids, trees and distances, untrained models.", "", format_tables(results)]))
+def write_results_md(runs, path):
+    """RESULTS.md's "Speed on a GPU" section: the tables of each run (`runs`: [(JSON path, results)])."""
+    parts = ["## Speed on a GPU", "",
+             f"Model of the issue-6 recipe size ({_describe_size(SIZE)}); training: one AdamW step on a batch of "
+             "T // n sentences with source = target length n, timed in interleaved rounds in one process, the GPU "
+             "synchronized after each step (cells: median over rounds of the step time's ratio to `transformer_abs` / "
+             "to a same-size `MarianMTModel`, < 1 is faster), fp32 with TF32 off and bf16 autocast; decoding: 32 "
+             "sentences × 30 new tokens, fp32. Random ids, trees and distances, untrained models. Tables written by "
+             "`python benchmarks/gpu_speed.py --tables-from " + " ".join(str(json_path) for json_path, _ in runs) + "`."]
+    for json_path, results in runs:
+        settings = results["settings"]
+        parts += ["", f"### T = {settings['tokens_per_batch']:,} tokens per batch", "",
+                  f"Measured on {settings['date']} by `{settings['command']}` on {settings['gpu']} (PyTorch "
+                  f"{settings['torch']}, CUDA {settings['cuda']}), {settings['rounds']} rounds; raw figures in "
+                  f"`{json_path}`.", "", format_tables(results)]
+    write_section(path, "gpu-speed", "\n".join(parts))
 
 
 def main(argv=None):
@@ -165,14 +169,13 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=10, help="interleaved timed rounds")
     parser.add_argument("--presets", nargs="+", default=DEFAULT_PRESETS)
     parser.add_argument("--output", default="benchmarks/results/gpu_speed.json")
-    parser.add_argument("--tables-from", help="write RESULTS.md's tables from this JSON (no GPU needed)")
+    parser.add_argument("--tables-from", nargs="+", help="write RESULTS.md's tables from these JSONs (no GPU needed)")
     parser.add_argument("--results-md", default="model_cards/RESULTS.md")
     args = parser.parse_args(argv)
     if args.tables_from:
-        results = json.loads(Path(args.tables_from).read_text())
-        write_results_md(results, args.results_md)
-        print(format_tables(results))
-        return results
+        runs = [(path, json.loads(Path(path).read_text())) for path in args.tables_from]
+        write_results_md(runs, args.results_md)
+        return runs
 
     import torch
 
