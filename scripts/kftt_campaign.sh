@@ -5,6 +5,8 @@
 #                                          # queue in the background (2 processes, fp32), log under $RUNS
 #   bash scripts/kftt_campaign.sh status   # the run now training: its step, learning rate, tune BLEU so far
 #   bash scripts/kftt_campaign.sh stop     # SIGINT: the run saves a checkpoint, which the next `start` resumes from
+#   bash scripts/kftt_campaign.sh collect  # copy the finished runs' results (JSON, translations, training log) from
+#                                          # the clone into this checkout's benchmarks/results (no file overwritten)
 #
 # The clone is made once and never pulled, so that a run resumes with the code it started with. quality.py run
 # skips finished runs and parses only what a preset reads (transformer_abs reads no parse). Checkpoints and parse
@@ -68,7 +70,20 @@ stop)
     grep -h "interrupted at step" "$log" | tail -1 || echo "kftt_campaign: no 'interrupted at step' in $log: read it"
     [ -z "$(queue_pid)" ] || { echo "kftt_campaign: the queue still runs after 240 s"; exit 1; }
     ;;
+collect)
+    here=$(dirname "$(dirname "$SCRIPT")")
+    for item in "${QUEUE[@]}"; do
+        read -r preset seed <<< "$item"
+        from="$CAMPAIGN/benchmarks/results/kftt.ja-en.budget/$preset" to="$here/benchmarks/results/kftt.ja-en.budget/$preset"
+        if [ ! -f "$from/seed$seed.json" ]; then
+            echo "kftt_campaign: $preset seed $seed has not finished (no $from/seed$seed.json)"; continue
+        fi
+        mkdir -p "$to" && cp -n "$from"/seed"$seed".* "$to"/
+        echo "kftt_campaign: $preset seed $seed -> $to: $(ls "$to" | grep -c "^seed$seed\.") files; then:"
+        echo "  .venv/bin/python benchmarks/quality.py summary --recipe $RECIPE"
+    done
+    ;;
 *)
-    echo "usage: bash scripts/kftt_campaign.sh start|status|stop" >&2; exit 2
+    echo "usage: bash scripts/kftt_campaign.sh start|status|stop|collect" >&2; exit 2
     ;;
 esac
