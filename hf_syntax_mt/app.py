@@ -4,7 +4,8 @@
     hf-syntax-mt app --model owner/model --export space/                       # a folder that runs as a HF Space
 
 The page: a box for source sentences (one a line; Japanese typed as it is written, without spaces), beam size and
-length settings, a Translate button, and the translations, side by side for two models; then, for a sentence, the
+length settings, a Translate button, and the translations, side by side for two models (each with its score, log P
+per subword, when asked: how sure each model is of its own translation); then, for a sentence, the
 parse each model was given drawn as a dependency tree (the parser's, or a self-parsing model's own) and a heatmap
 of one encoder layer and head (its attention, or the relations the tree gives it, or the SLA mask). Everything a
 request can get wrong is answered in the page (`AppError`): no sentence, invalid characters, more lines than
@@ -114,10 +115,12 @@ def _invalid(character: str) -> bool:
 
 def translate_all(translators: Sequence[Translator], sentences: Sequence[str], *, beams: int = 4,
                   max_new_tokens: Optional[int] = None, length_a: Optional[float] = None,
-                  length_b: Optional[float] = None, batch_size: int = 8,
+                  length_b: Optional[float] = None, batch_size: int = 8, scores: bool = False,
                   progress: Optional[Callable[[int, int], None]] = None) -> tuple[list[list[str]], list[str]]:
-    """Rows `[number, source, one translation per model]` and the messages of the lines a model could not
-    translate (too long, not parsable: their cell is empty); `progress(done, total)` after each batch."""
+    """Rows `[number, source, one translation per model]` (with `scores`, each translation followed by its score,
+    log P(translation | source) / length ** length_penalty as beam search ranks it, to 3 decimals) and the
+    messages of the lines a model could not translate (too long, not parsable: their cells are empty);
+    `progress(done, total)` after each batch. Columns: `table_headers`."""
     if not isinstance(beams, int) or beams < 1:
         raise AppError(f"The beam size must be a whole number of at least 1, not {beams!r}.")
     if max_new_tokens is not None and (int(max_new_tokens) != max_new_tokens or max_new_tokens < 1):
@@ -138,14 +141,22 @@ def translate_all(translators: Sequence[Translator], sentences: Sequence[str], *
     for translator in translators:
         for start in range(0, len(sentences), batch_size):
             batch = list(sentences[start:start + batch_size])
-            for offset, out in enumerate(translator.pipeline(batch, batch_size=batch_size, **generate)):
+            outputs = translator.pipeline(batch, batch_size=batch_size, return_scores=scores, **generate)
+            for offset, out in enumerate(outputs):
                 rows[start + offset].append(out.get("translation_text", ""))
+                if scores:
+                    rows[start + offset].append(f"{out['score']:.3f}" if "score" in out else "")
                 if "error" in out:
                     messages.append(f"{translator.label}, sentence {start + offset + 1}: {out['error']}")
             done += len(batch)
             if progress is not None:
                 progress(done, total)
     return rows, messages
+
+
+def table_headers(names: Sequence[str], scores: bool = False) -> list[str]:
+    """The columns of `translate_all`'s rows for models named `names`."""
+    return ["#", "source", *(column for name in names for column in ([name, f"{name} score"] if scores else [name]))]
 
 
 def sentence_views(translator: Translator, sentence: str, out_dir: Path, *, heatmap: str = "attention",
@@ -203,16 +214,16 @@ def build_app(translators: Sequence[Translator]):
     names = [t.label for t in translators]
     work = Path(tempfile.mkdtemp(prefix="hf_syntax_mt_app_"))
 
-    def translate(text, beams, max_new_tokens, length_a, length_b, progress=gr.Progress()):
+    def translate(text, beams, max_new_tokens, length_a, length_b, scores=False, progress=gr.Progress()):
         try:
             sentences = read_sentences(text)
             rows, messages = translate_all(
                 translators, sentences, beams=int(beams), max_new_tokens=int(max_new_tokens) or None,
-                length_a=float(length_a or 0) or None, length_b=float(length_b or 0) or None,
+                length_a=float(length_a or 0) or None, length_b=float(length_b or 0) or None, scores=bool(scores),
                 progress=lambda done, total: progress((done, total), desc="translating", unit="sentences"))
         except AppError as err:
             return gr.update(value=[]), f"**{err}**"
-        return rows, "\n\n".join(f"- {m}" for m in messages)
+        return {"data": rows, "headers": table_headers(names, bool(scores))}, "\n\n".join(f"- {m}" for m in messages)
 
     def show(text, number, model, heatmap, layer, head):
         try:
@@ -234,8 +245,10 @@ def build_app(translators: Sequence[Translator]):
             max_new = gr.Number(value=0, precision=0, label="Longest translation in subwords (0: the model's)")
             length_a = gr.Number(value=1.5, label="Length cap a (a × source subwords + b; 0 and 0: none)")
             length_b = gr.Number(value=10, label="Length cap b")
+            scores = gr.Checkbox(value=False, label="Scores: log P(translation | source) / length (higher: surer)",
+                                 elem_id="scores")
         button = gr.Button("Translate", variant="primary", elem_id="translate")
-        table = gr.Dataframe(headers=["#", "source", *names], label="Translations", wrap=True, elem_id="translations",
+        table = gr.Dataframe(headers=table_headers(names), label="Translations", wrap=True, elem_id="translations",
                              interactive=False)
         messages = gr.Markdown(elem_id="messages")
         gr.Markdown("## Inside the model")
@@ -250,7 +263,8 @@ def build_app(translators: Sequence[Translator]):
         with gr.Row():
             tree = gr.Image(label="Dependency tree", type="filepath", elem_id="tree")
             heat = gr.Image(label="Heatmap", type="filepath", elem_id="heatmap")
-        button.click(translate, [text, beams, max_new, length_a, length_b], [table, messages], api_name="translate") \
+        button.click(translate, [text, beams, max_new, length_a, length_b, scores], [table, messages],
+                     api_name="translate") \
             .then(show, [text, number, model, heatmap, layer, head], [tree, heat, said])
         gr.Button("Show").click(show, [text, number, model, heatmap, layer, head], [tree, heat, said],
                                 api_name="show")

@@ -183,7 +183,7 @@ def plot_attention(model, features: dict, path, layer: int = 1, head: int = 0):
     probs = attentions[layer - 1][0]
     if not 0 <= head < probs.shape[0]:
         raise ValueError(f"head {head} outside 0..{probs.shape[0] - 1}")
-    title = f"encoder layer {layer}, head {head} ({model.config.preset or 'model'})"
+    title = f"encoder layer {layer}, head {head}\n{model.config.preset or 'model'}"  # a long preset: its own line
     return _heatmap(probs[head].float().numpy(), features["tokens"], title, path, cmap="Blues")
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hf_syntax_mt.app import AppError, Translator, export_space, read_sentences, sentence_views, translate_all
+from hf_syntax_mt.app import (AppError, Translator, export_space, read_sentences, sentence_views, table_headers,
+                              translate_all)
 from hf_syntax_mt.features.training_data import build_annotator
 from hf_syntax_mt.training.run import train
 
@@ -93,6 +94,17 @@ def test_translations_side_by_side_and_a_line_too_long_answered(translators):
     assert len(messages) == 2 and all("sentence 2:" in m and f"max_position_embeddings={limit}" in m for m in messages)
     assert calls[-1] == (6, 6)
     assert translate_all(translators[:1], sentences[:1], beams=2, max_new_tokens=8)[0][0][2] == rows[0][2]
+    # with scores: each translation followed by the pipeline's score of it, 3 decimals; none for the long line
+    scored, _ = translate_all(translators, sentences, beams=2, max_new_tokens=8, scores=True)
+    assert [row[2::2] for row in scored] == [row[2:] for row in rows]
+    for column, translator in enumerate(translators):
+        expected = translator.pipeline(sentences, num_beams=2, max_new_tokens=8, return_scores=True)
+        assert [row[3 + 2 * column] for row in scored] == [f"{o['score']:.3f}" if "score" in o else "" for o in expected]
+    assert scored[0][3] != "" and scored[1][3] == scored[1][5] == "" and float(scored[0][3]) < 0
+    names = [t.label for t in translators]
+    assert table_headers(names, scores=True) == ["#", "source", names[0], f"{names[0]} score", names[1],
+                                                 f"{names[1]} score"]
+    assert table_headers(names) == ["#", "source", *names]
     with pytest.raises(AppError, match="beam size"):
         translate_all(translators, sentences, beams=0)
 
@@ -133,10 +145,14 @@ def test_the_page_through_gradios_client(served):
     from gradio_client import Client
 
     client = Client(served, verbose=False)
-    table, messages = client.predict(f"{PAIRS[0][0]}\n{PAIRS[2][0]}", 2, 8, 1.5, 10, api_name="/translate")
+    table, messages = client.predict(f"{PAIRS[0][0]}\n{PAIRS[2][0]}", 2, 8, 1.5, 10, False, api_name="/translate")
     assert [row[1] for row in table["data"]] == [PAIRS[0][0], PAIRS[2][0]] and all(row[2] for row in table["data"])
-    assert messages == ""
-    _, messages = client.predict(" \n ", 2, 8, 1.5, 10, api_name="/translate")
+    assert messages == "" and len(table["headers"]) == 4
+    scored, _ = client.predict(f"{PAIRS[0][0]}\n{PAIRS[2][0]}", 2, 8, 1.5, 10, True, api_name="/translate")
+    assert scored["headers"][3::2] == [f"{name} score" for name in table["headers"][2:]]
+    assert [row[2::2] for row in scored["data"]] == [row[2:] for row in table["data"]]
+    assert all(float(cell) < 0 for row in scored["data"] for cell in row[3::2])
+    _, messages = client.predict(" \n ", 2, 8, 1.5, 10, False, api_name="/translate")
     assert messages == "**Type one or more sentences to translate, one a line.**"
     tree, heatmap, said = client.predict(PAIRS[0][0], 1, table["headers"][3], "attention", 1, 0, api_name="/show")
     assert Path(tree).is_file() and Path(heatmap).is_file() and "layer 1, head 0" in said
@@ -155,7 +171,7 @@ def test_twenty_concurrent_requests_are_all_answered_with_memory_flat(served):
 
     def one_round():
         with ThreadPoolExecutor(max_workers=20) as pool:
-            jobs = [pool.submit(client.predict, f"{PAIRS[i % 4][0]}\n{PAIRS[(i + 1) % 4][0]}", 2, 6, 1.5, 10,
+            jobs = [pool.submit(client.predict, f"{PAIRS[i % 4][0]}\n{PAIRS[(i + 1) % 4][0]}", 2, 6, 1.5, 10, False,
                                 api_name="/translate") for i in range(20)]
             return [job.result(timeout=300) for job in jobs]
 
@@ -212,6 +228,13 @@ def test_a_real_browser_types_japanese_translates_and_finds_the_tree(served, tra
                             if img.get_attribute("src") and img.size["width"] > 50), None))
         assert tree.get_attribute("src").split("?")[0].endswith(".png")
         assert PAIRS[0][0] in driver.find_element(By.ID, "translations").text
+        # the scores box ticked: each translation gets its score column
+        driver.find_element(By.CSS_SELECTOR, "#scores input").click()
+        driver.find_element(By.ID, "translate").click()
+        scored, _ = translate_all(translators, [PAIRS[0][0]], beams=4, length_a=1.5, length_b=10, scores=True)
+        WebDriverWait(driver, 180).until(
+            lambda d: f"{translators[1].label} score" in d.find_element(By.ID, "translations").text)
+        assert scored[0][5] in driver.find_element(By.ID, "translations").text
         time.sleep(1)  # the heatmap's image settles
         shot = Path(os.environ.get("HF_SYNTAX_MT_APP_SCREENSHOT") or tmp_path / "page.png")
         driver.save_screenshot(str(shot))
