@@ -4,6 +4,7 @@ same-size `MarianMTModel`, measured in one run (the GPU twin of benchmarks/speed
     python benchmarks/gpu_speed.py [--lengths 32 64 128 256] [--tokens-per-batch 4096] [--rounds 10]
         [--presets ...] [--output benchmarks/results/gpu_speed.json]
     python benchmarks/gpu_speed.py --tables-from benchmarks/results/gpu_speed*.json   # tables into RESULTS.md
+    python benchmarks/gpu_speed.py --profile transformer_abs transformer_rel [--compile] [--lengths 128] [--tokens-per-batch 32768]
 
 Model, random batches and syntax features as benchmarks/speed.py (the issue-6 recipe size). Every system is built
 in one process and timed in interleaved rounds (one AdamW step of each system per round, the order rotating, the
@@ -107,6 +108,46 @@ def measure_recipe_step(rounds):
     return _interleaved(steps, rounds)
 
 
+def profile_steps(systems, length, tokens_per_batch, steps=5, top=15, compiled=False):
+    """`torch.profiler` over `steps` training steps of each system (fp32, then bf16 autocast; with `compiled`, each
+    also under `torch.compile`): per step the wall time, the GPU's busy time (its kernels' time), the host's self CPU
+    time and the number of kernels, and the operators and kernels that take the most GPU time."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    for precision in PRECISIONS:
+        for system in systems:
+            for compile_model in (False, True) if compiled else (False,):
+                model, config = _build(system, SIZE)
+                model.cuda().train()
+                batch = _on_gpu(_batch(config, max(1, tokens_per_batch // length), length))
+                step = _training_step(torch.compile(model) if compile_model else model, batch, precision == "bf16")
+                try:
+                    for _ in range(3):
+                        step()
+                except Exception as err:  # noqa: BLE001 - a preset that does not compile is reported, not fatal
+                    print(f"\n## {system} compiled, {precision}: does not run: {type(err).__name__}: {err}"[:2000])
+                    torch._dynamo.reset()
+                    continue
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                    started = time.perf_counter()
+                    for _ in range(steps):
+                        step()
+                    wall = (time.perf_counter() - started) / steps
+                events = prof.key_averages()
+                kernels = [event for event in events if event.device_type == DeviceType.CUDA]
+                gpu = sum(event.self_device_time_total for event in kernels) / steps / 1e3
+                cpu = sum(event.self_cpu_time_total for event in events) / steps / 1e3
+                print(f"\n## {system}{' compiled' if compile_model else ''}, {precision}, n={length}, {tokens_per_batch} "
+                      f"tokens: {wall * 1e3:.1f} ms a step; GPU busy {gpu:.1f} ms, host self CPU {cpu:.1f} ms, "
+                      f"{sum(event.count for event in kernels) / steps:.0f} kernels a step")
+                print(events.table(sort_by="self_device_time_total", row_limit=top, max_name_column_width=60))
+                del model, step
+                torch._dynamo.reset()
+                torch.cuda.empty_cache()
+
+
 def format_tables(results):
     train, decode, settings = results["train"], results["decode"], results["settings"]
     lengths, systems = settings["lengths"], [MARIAN] + settings["presets"]
@@ -171,6 +212,9 @@ def main(argv=None):
     parser.add_argument("--output", default="benchmarks/results/gpu_speed.json")
     parser.add_argument("--tables-from", nargs="+", help="write RESULTS.md's tables from these JSONs (no GPU needed)")
     parser.add_argument("--results-md", default="model_cards/RESULTS.md")
+    parser.add_argument("--profile", nargs="+", metavar="PRESET", help="profile these presets' steps (at the first "
+                        "--lengths) instead of timing")
+    parser.add_argument("--compile", action="store_true", help="--profile: each preset also under torch.compile")
     args = parser.parse_args(argv)
     if args.tables_from:
         runs = [(path, json.loads(Path(path).read_text())) for path in args.tables_from]
@@ -182,6 +226,8 @@ def main(argv=None):
     if not torch.cuda.is_available():
         raise SystemExit("gpu_speed.py: no CUDA GPU here (torch.cuda.is_available() is False)")
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    if args.profile:
+        return profile_steps(args.profile, args.lengths[0], args.tokens_per_batch, compiled=args.compile)
     presets = list(dict.fromkeys([BASELINE] + args.presets))
     systems = [MARIAN] + presets
     started = time.perf_counter()
