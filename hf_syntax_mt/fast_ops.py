@@ -85,8 +85,10 @@ def label_smoothed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, eps
     rows whose label is not `ignore_index`; NaN when there is none, as there), for logits (N, V) and labels (N,).
 
     The gradient is softmax − q, computed once in the forward pass into the buffer of the log-probabilities, instead
-    of autograd's log-softmax, NLL and smoothing backward passes and the sum of their two gradients.
+    of autograd's log-softmax, NLL and smoothing backward passes and the sum of their two gradients. Under
+    torch.compile it is `F.cross_entropy`, which inductor fuses: inductor got the in-forward gradient wrong (up to
+    0.3 off on a tiny model; tests/model/test_precision.py).
     """
-    if not torch.is_grad_enabled() or not logits.requires_grad:
+    if not torch.is_grad_enabled() or not logits.requires_grad or torch.compiler.is_compiling():
         return F.cross_entropy(logits.float(), labels, ignore_index=ignore_index, label_smoothing=epsilon)
     return _LabelSmoothedCrossEntropy.apply(logits, labels, float(epsilon), ignore_index)

@@ -434,8 +434,11 @@ class _PairKeyLogits(torch.autograd.Function):
 
 
 def add_relation_key_logits_(scores, scaled_query, term):
-    """scores += q_i · r^K_ij of a `RelativePositionTerm` or `RelationTerm`, in place (scores: (B, H, q, k))."""
+    """scores += q_i · r^K_ij of a `RelativePositionTerm` or `RelationTerm`, in place (scores: (B, H, q, k)); under
+    torch.compile, out of place by plain autograd ops (`relation_key_logits_by_index`), which dynamo can trace."""
     per_relation = scaled_query @ term.key_table.transpose(0, 1)
+    if torch.compiler.is_compiling():
+        return scores + relation_key_logits_by_index(per_relation, term, scores)
     if isinstance(term, RelativePositionTerm):
         return _RelativePositionKeyLogits.apply(scores, per_relation, scores.shape[-1] - scores.shape[-2])
     return _PairKeyLogits.apply(scores, per_relation, *term.pairs)
@@ -493,8 +496,47 @@ class _RelationAttentionOutput(torch.autograd.Function):
 
 def relation_attention_output(weights, value, terms):
     """(α @ v, Σ_t S_t(α) @ w^V_t) for attention weights α (B, H, q, k), values v (B, H, k, d_v) and the
-    `RelativePositionTerm`s / `RelationTerm`s `terms` that have a value table (`_RelationAttentionOutput`)."""
+    `RelativePositionTerm`s / `RelationTerm`s `terms` that have a value table (`_RelationAttentionOutput`; under
+    torch.compile, plain autograd ops: `relation_sums_by_index`)."""
+    if torch.compiler.is_compiling():
+        sums = [relation_sums_by_index(weights, term) for term in terms]
+        return weights @ value, sum(term_sums @ term.value_table.to(term_sums.dtype) for term_sums, term in zip(sums, terms))
     return _RelationAttentionOutput.apply(weights, value, terms, *[term.value_table for term in terms])
+
+
+# The same two terms by plain autograd ops, for torch.compile: dynamo cannot trace the outputs of the autograd functions
+# above, which modify their input in place. A gather / scatter over the expanded ids (Shaw) or over the pairs
+# (labeled relations); their backward allocates what the functions above avoid, which a compiled graph may fuse away.
+
+
+def _relative_position_index(like, num_relations):
+    """The Shaw id of every (query, key) pair of `like` (…, q, k) (`relative_position_ids`, the KV cache's past
+    = k - q), expanded over its leading axes."""
+    query_length, key_length = like.shape[-2:]
+    ids = relative_position_ids(query_length, key_length, (num_relations - 1) // 2, key_length - query_length,
+                                device=like.device)
+    return ids.expand(like.shape)
+
+
+def relation_key_logits_by_index(per_relation, term, like):
+    """(B, H, q, k) of q_i · w^K_{id(i, j)} from per_relation = q·w^K (B, H, q, V), like `like`: a gather at the Shaw
+    ids, or the labeled pairs' values scattered into zeros."""
+    if isinstance(term, RelativePositionTerm):
+        return per_relation.gather(-1, _relative_position_index(like, per_relation.shape[-1]))
+    pairs, heads = term.pairs, like.shape[1]
+    return like.new_zeros(like.shape, dtype=per_relation.dtype).index_put(
+        _pair_index(pairs, heads, pairs.key), per_relation[_pair_index(pairs, heads, pairs.relation)], accumulate=True)
+
+
+def relation_sums_by_index(weights, term):
+    """`_relation_sums` (the weights summed per relation id, (B, H, q, V)) by a scatter-add."""
+    num_relations = term.value_table.shape[0]
+    sums = weights.new_zeros(*weights.shape[:-1], num_relations)
+    if isinstance(term, RelativePositionTerm):
+        return sums.scatter_add(-1, _relative_position_index(weights, num_relations), weights)
+    pairs, heads = term.pairs, weights.shape[1]
+    return sums.index_put(_pair_index(pairs, heads, pairs.relation), weights[_pair_index(pairs, heads, pairs.key)],
+                          accumulate=True)
 
 
 __all__ = [
@@ -509,7 +551,9 @@ __all__ = [
     "localized_attention_log_mask",
     "relation_attention_output",
     "relation_key_logits",
+    "relation_key_logits_by_index",
     "relation_pairs",
+    "relation_sums_by_index",
     "relation_value_output",
     "relative_position_expand",
     "relative_position_ids",

@@ -6,7 +6,8 @@
   greedy and beam `generate` give the CPU's tokens.
 - bf16 (weights, and fp32 under autocast) on the GPU: logits within 0.05 of the CPU's fp32 (the bound of
   tests/model/test_precision.py), finite nonzero gradients, `generate` runs.
-- `torch.compile` (inductor, Triton kernels) gives the eager logits on the GPU.
+- `torch.compile` (inductor, Triton kernels) gives the eager logits on the GPU, and a compiled training step the
+  eager loss and gradients.
 - `train` (Seq2SeqTrainer) picks the GPU when `use_cpu` is off, and its losses are the CPU run's; the
   pipeline with `device=0` gives the CPU pipeline's translations and scores.
 """
@@ -123,6 +124,29 @@ def test_torch_compile_on_the_gpu_gives_the_eager_logits(preset):
             torch.testing.assert_close(compiled(**inputs).logits, expected, atol=1e-4, rtol=1e-4)
     finally:
         torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("preset", ["transformer_abs", "transformer_dep_labeled_rel"])
+def test_torch_compile_trains_on_the_gpu_with_the_eager_loss_and_gradients(preset):
+    """A compiled training step (inductor, Triton kernels) with label smoothing gives the eager loss and gradients
+    (the package's label-smoothed cross-entropy and the relation terms run as plain ops under torch.compile)."""
+    model, inputs, targets = _model_inputs_targets(preset, encoder_layers=1, decoder_layers=1, label_smoothing=0.1)
+    model.to(CUDA).train()
+    inputs, targets = _on(CUDA, inputs), _on(CUDA, targets)
+    gradients = []
+    torch._dynamo.reset()
+    try:
+        for run in (model, torch.compile(model, backend="inductor")):
+            model.zero_grad(set_to_none=True)
+            loss = run(**inputs, **targets).loss
+            loss.backward()
+            gradients.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
+    finally:
+        torch._dynamo.reset()
+    (eager_loss, eager), (compiled_loss, compiled) = gradients
+    torch.testing.assert_close(compiled_loss, eager_loss, atol=1e-4, rtol=1e-4)
+    for name, gradient in eager.items():
+        torch.testing.assert_close(compiled[name], gradient, atol=1e-4, rtol=1e-3, msg=name)
 
 
 def _losses(result):

@@ -21,7 +21,14 @@ from hf_syntax_mt import (
 from hf_syntax_mt.modeling_syntax_mt import SyntaxMTEncoderLayer
 from hf_syntax_mt.relation_attention import (
     NO_RELATION,
+    RelationTerm,
+    RelativePositionTerm,
+    add_relation_key_logits_,
+    dependency_relation_ids,
+    relation_attention_output,
+    relation_key_logits_by_index,
     relation_pairs,
+    relation_sums_by_index,
     relative_position_expand,
     relative_position_ids,
     relative_position_sums,
@@ -278,6 +285,53 @@ def test_relative_position_sums_and_expansion_equal_the_id_gather(query_length, 
     assert torch.allclose(relative_position_expand(per_relation, key_length, past), naive_terms, atol=1e-12)
     out = weights.clone()
     assert torch.allclose(relative_position_expand(per_relation, key_length, past, out=out), weights + naive_terms)
+
+
+@pytest.mark.parametrize("query_length, key_length", [(7, 7), (1, 7), (3, 7)])
+@pytest.mark.parametrize("kind", ["shaw", "labeled"])
+def test_plain_index_terms_for_torch_compile_equal_the_in_place_functions(kind, query_length, key_length):
+    """What torch.compile runs (`relation_key_logits_by_index`, `relation_sums_by_index`: a gather / scatter-add over
+    the expanded ids, or over the labeled pairs) gives the in-place autograd functions' scores, outputs and
+    gradients, queries after a cache too."""
+    torch.manual_seed(3)
+    heads_count, head_dim = 2, 4
+    if kind == "shaw":
+        tables = torch.randn(5, head_dim, dtype=torch.float64), torch.randn(5, head_dim, dtype=torch.float64)
+        make_term = lambda key, value: RelativePositionTerm(key, value)  # noqa: E731
+    else:
+        if query_length != key_length:
+            pytest.skip("labeled relations are encoder self-attention terms: no cache")
+        rng = random.Random(2)
+        heads = torch.tensor([random_dependency_tree(key_length, rng) for _ in range(2)])
+        ids, size = dependency_relation_ids(heads, "labeled", 2)
+        pairs = relation_pairs(ids)
+        tables = torch.randn(size, head_dim, dtype=torch.float64), torch.randn(size, head_dim, dtype=torch.float64)
+        make_term = lambda key, value: RelationTerm(pairs, key, value)  # noqa: E731
+    query = torch.randn(2, heads_count, query_length, head_dim, dtype=torch.float64)
+    scores = torch.randn(2, heads_count, query_length, key_length, dtype=torch.float64)
+    value = torch.randn(2, heads_count, key_length, head_dim, dtype=torch.float64)
+    results = []
+    for plain in (False, True):
+        leaves = [t.clone().requires_grad_() for t in (query, scores, value, *tables)]
+        q, sc, v, key_table, value_table = leaves
+        term = make_term(key_table, value_table)
+        if plain:
+            logits = sc + relation_key_logits_by_index(q @ key_table.T, term, sc)
+        else:
+            logits = add_relation_key_logits_(sc.clone(), q, term)
+        weights = logits.softmax(-1)
+        if plain:
+            output, relation_output = weights @ v, relation_sums_by_index(weights, term) @ value_table
+        else:
+            output, relation_output = relation_attention_output(weights, v, [term])
+        (output.sin().sum() + (relation_output * output).sum()).backward()
+        results.append((logits.detach(), output.detach(), relation_output.detach(), [t.grad for t in leaves]))
+    (logits, output, relation_output, grads), (plain_logits, plain_output, plain_relation, plain_grads) = results
+    torch.testing.assert_close(plain_logits, logits)
+    torch.testing.assert_close(plain_output, output)
+    torch.testing.assert_close(plain_relation, relation_output)
+    for got, expected in zip(plain_grads, grads):
+        torch.testing.assert_close(got, expected)
 
 
 @pytest.mark.parametrize("preset", ALL_PRESETS)
