@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+import speed
 from results_md import write_section
 from speed import BASELINE, DEFAULT_PRESETS, MARIAN, SIZE, _batch, _build, _describe_size, _interleaved, _median_ratio
 
@@ -39,19 +40,10 @@ def _synchronized(function):
 
 
 def _training_step(model, batch, bf16):
-    """One AdamW step on `batch` (on the model's GPU), fp32 or under bf16 autocast."""
+    """One AdamW step on `batch` (on the model's GPU), fp32 or under bf16 autocast, the GPU synchronized after it."""
     import torch
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
-            loss = model(**batch).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return _synchronized(step)
+    return _synchronized(speed._training_step(model, torch.optim.AdamW(model.parameters(), lr=1e-4), batch, bf16, "cuda"))
 
 
 def _on_gpu(batch):

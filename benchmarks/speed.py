@@ -163,11 +163,11 @@ def recipe_training_step(preset, bf16, attn_implementation="sdpa"):
     return step
 
 
-def _training_step(model, optimizer, batch, bf16=False):
+def _training_step(model, optimizer, batch, bf16=False, device_type="cpu"):
     import torch
 
     def step():
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=bf16):
             loss = model(**batch).loss
         loss.backward()
         optimizer.step()

@@ -1,6 +1,7 @@
 """Small shared builders for the model tests (tiny configs, random trees and features)."""
 
 import random
+from typing import Optional
 
 import torch
 
@@ -63,3 +64,24 @@ def syntax_kwargs(config, batch):
 
 
 ALL_PRESETS = list(PRESETS)
+
+
+def compiled_and_eager(model, inputs: dict, targets: Optional[dict] = None, backend: str = "inductor"):
+    """[(eager), (torch.compile(model, backend))] of one pass: without `targets` the logits under no_grad, with them
+    (loss, {parameter name: gradient}) of a forward and backward pass. Dynamo's caches are reset before and after."""
+    results = []
+    torch._dynamo.reset()
+    try:
+        for run in (model, torch.compile(model, backend=backend)):
+            if targets is None:
+                with torch.no_grad():
+                    results.append(run(**inputs).logits)
+                continue
+            model.zero_grad(set_to_none=True)
+            loss = run(**inputs, **targets).loss
+            loss.backward()
+            results.append((loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters()
+                                            if p.grad is not None}))
+    finally:
+        torch._dynamo.reset()
+    return results

@@ -23,7 +23,7 @@ from hf_syntax_mt import SyntaxMTForConditionalGeneration
 from hf_syntax_mt.syntax import PreParsedAnnotator, read_conllu
 from hf_syntax_mt.training.run import train
 
-from model_helpers import ALL_PRESETS, random_batch, syntax_kwargs, tiny_config
+from model_helpers import ALL_PRESETS, compiled_and_eager, random_batch, syntax_kwargs, tiny_config
 from training_helpers import scratch_dir, synthetic_corpus, tiny_args
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
@@ -116,14 +116,8 @@ def test_torch_compile_on_the_gpu_gives_the_eager_logits(preset):
     model.to(CUDA)
     inputs = _on(CUDA, inputs)
     inputs["decoder_input_ids"] = inputs["input_ids"]
-    torch._dynamo.reset()
-    try:
-        with torch.no_grad():
-            expected = model(**inputs).logits
-            compiled = torch.compile(model, backend="inductor")
-            torch.testing.assert_close(compiled(**inputs).logits, expected, atol=1e-4, rtol=1e-4)
-    finally:
-        torch._dynamo.reset()
+    expected, compiled = compiled_and_eager(model, inputs)
+    torch.testing.assert_close(compiled, expected, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("preset", ["transformer_abs", "transformer_dep_labeled_rel"])
@@ -132,18 +126,7 @@ def test_torch_compile_trains_on_the_gpu_with_the_eager_loss_and_gradients(prese
     (the package's label-smoothed cross-entropy and the relation terms run as plain ops under torch.compile)."""
     model, inputs, targets = _model_inputs_targets(preset, encoder_layers=1, decoder_layers=1, label_smoothing=0.1)
     model.to(CUDA).train()
-    inputs, targets = _on(CUDA, inputs), _on(CUDA, targets)
-    gradients = []
-    torch._dynamo.reset()
-    try:
-        for run in (model, torch.compile(model, backend="inductor")):
-            model.zero_grad(set_to_none=True)
-            loss = run(**inputs, **targets).loss
-            loss.backward()
-            gradients.append((loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}))
-    finally:
-        torch._dynamo.reset()
-    (eager_loss, eager), (compiled_loss, compiled) = gradients
+    (eager_loss, eager), (compiled_loss, compiled) = compiled_and_eager(model, _on(CUDA, inputs), _on(CUDA, targets))
     torch.testing.assert_close(compiled_loss, eager_loss, atol=1e-4, rtol=1e-4)
     for name, gradient in eager.items():
         torch.testing.assert_close(compiled[name], gradient, atol=1e-4, rtol=1e-3, msg=name)

@@ -16,7 +16,7 @@ import torch
 
 from hf_syntax_mt import SyntaxMTForConditionalGeneration
 
-from model_helpers import ALL_PRESETS, random_batch, syntax_kwargs, tiny_config
+from model_helpers import ALL_PRESETS, compiled_and_eager, random_batch, syntax_kwargs, tiny_config
 
 TOLERANCE = {torch.bfloat16: 0.05, torch.float16: 0.01}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -72,14 +72,8 @@ def test_torch_compile_gives_the_eager_logits(preset):
     of the default run."""
     model, inputs, _ = _model_and_inputs(preset, encoder_layers=1, decoder_layers=1)
     inputs["decoder_input_ids"] = inputs["input_ids"]
-    torch._dynamo.reset()
-    try:
-        with torch.no_grad():
-            expected = model(**inputs).logits
-            compiled = torch.compile(model, backend="inductor")
-            torch.testing.assert_close(compiled(**inputs).logits, expected, atol=1e-5, rtol=1e-5)
-    finally:
-        torch._dynamo.reset()
+    expected, compiled = compiled_and_eager(model, inputs)
+    torch.testing.assert_close(compiled, expected, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("preset, backend", [("transformer_dep_labeled_rel", "inductor"),
@@ -95,18 +89,7 @@ def test_torch_compile_trains_with_the_eager_loss_and_gradients(preset, backend)
         pytest.skip("torch.compile's inductor backend needs a C++ compiler on the CPU, and none is installed")
     model, inputs, targets = _model_and_inputs(preset, encoder_layers=1, decoder_layers=1, label_smoothing=0.1)
     model.train()  # dropout is 0 in the tiny config
-    gradients = []
-    torch._dynamo.reset()
-    try:
-        for run in (model, torch.compile(model, backend=backend)):
-            model.zero_grad(set_to_none=True)
-            loss = run(**inputs, **targets).loss
-            loss.backward()
-            gradients.append((loss.detach(), {name: p.grad.clone() for name, p in model.named_parameters()
-                                              if p.grad is not None}))
-    finally:
-        torch._dynamo.reset()
-    (eager_loss, eager), (compiled_loss, compiled) = gradients
+    (eager_loss, eager), (compiled_loss, compiled) = compiled_and_eager(model, inputs, targets, backend)
     torch.testing.assert_close(compiled_loss, eager_loss, atol=1e-5, rtol=1e-5)
     assert compiled.keys() == eager.keys() and any("relative" in name for name in eager)
     for name, gradient in eager.items():
