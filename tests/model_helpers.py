@@ -85,3 +85,19 @@ def compiled_and_eager(model, inputs: dict, targets: Optional[dict] = None, back
     finally:
         torch._dynamo.reset()
     return results
+
+
+def tiny_model_inputs_targets(preset, **overrides):
+    """(a tiny model in eval mode, init_std 0.1, seed 0; its inputs for a padded batch of 3; labels, and target trees
+    where the preset trains a decoder parse head), the case of the precision and GPU tests."""
+    from hf_syntax_mt import SyntaxMTForConditionalGeneration
+
+    config = tiny_config(preset, init_std=0.1, **overrides)
+    torch.manual_seed(0)
+    model = SyntaxMTForConditionalGeneration(config).eval()
+    batch = random_batch([7, 5, 6], seed=1)
+    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **syntax_kwargs(config, batch))
+    targets = dict(labels=batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100))
+    if config.needs_target_heads:  # the source trees serve as target trees: same rows, same shapes
+        targets["target_heads"] = batch["source_heads"]
+    return model, inputs, targets

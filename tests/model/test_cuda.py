@@ -19,11 +19,10 @@ import torch
 from transformers import pipeline
 
 import hf_syntax_mt.inference.pipeline  # noqa: F401  (registers "syntax-translation")
-from hf_syntax_mt import SyntaxMTForConditionalGeneration
 from hf_syntax_mt.syntax import PreParsedAnnotator, read_conllu
 from hf_syntax_mt.training.run import train
 
-from model_helpers import ALL_PRESETS, compiled_and_eager, random_batch, syntax_kwargs, tiny_config
+from model_helpers import ALL_PRESETS, compiled_and_eager, tiny_model_inputs_targets
 from training_helpers import scratch_dir, synthetic_corpus, tiny_args
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
@@ -38,18 +37,6 @@ def no_tf32():
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     yield
     torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = previous
-
-
-def _model_inputs_targets(preset, **overrides):
-    config = tiny_config(preset, init_std=0.1, **overrides)
-    torch.manual_seed(0)
-    model = SyntaxMTForConditionalGeneration(config).eval()
-    batch = random_batch([7, 5, 6], seed=1)
-    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **syntax_kwargs(config, batch))
-    targets = dict(labels=batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100))
-    if config.needs_target_heads:  # the source trees serve as target trees: same rows, same shapes
-        targets["target_heads"] = batch["source_heads"]
-    return model, inputs, targets
 
 
 def _on(device, tensors):
@@ -70,7 +57,7 @@ def _step(model, inputs, targets):
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
 @pytest.mark.parametrize("preset", ALL_PRESETS)
 def test_fp32_on_the_gpu_is_the_cpu_function(preset, attn_implementation):
-    cpu_model, inputs, targets = _model_inputs_targets(preset)
+    cpu_model, inputs, targets = tiny_model_inputs_targets(preset)
     cpu_model.set_attn_implementation(attn_implementation)
     gpu_model = copy.deepcopy(cpu_model).to(CUDA)
     cpu_logits, cpu_loss, cpu_gradients = _step(cpu_model, inputs, targets)
@@ -91,7 +78,7 @@ def test_fp32_on_the_gpu_is_the_cpu_function(preset, attn_implementation):
 @pytest.mark.parametrize("how", ["weights", "autocast"])
 @pytest.mark.parametrize("preset", ALL_PRESETS)
 def test_bf16_on_the_gpu_stays_close_to_fp32(preset, how):
-    reference, inputs, targets = _model_inputs_targets(preset)
+    reference, inputs, targets = tiny_model_inputs_targets(preset)
     with torch.no_grad():
         expected = reference(**inputs, **targets).logits
     for attn_implementation in ("sdpa", "eager"):
@@ -112,7 +99,7 @@ def test_bf16_on_the_gpu_stays_close_to_fp32(preset, how):
 
 @pytest.mark.parametrize("preset", ["transformer_abs", "transformer_dep_rel", "transformer_sla"])
 def test_torch_compile_on_the_gpu_gives_the_eager_logits(preset):
-    model, inputs, _ = _model_inputs_targets(preset, encoder_layers=1, decoder_layers=1)
+    model, inputs, _ = tiny_model_inputs_targets(preset, encoder_layers=1, decoder_layers=1)
     model.to(CUDA)
     inputs = _on(CUDA, inputs)
     inputs["decoder_input_ids"] = inputs["input_ids"]
@@ -124,7 +111,7 @@ def test_torch_compile_on_the_gpu_gives_the_eager_logits(preset):
 def test_torch_compile_trains_on_the_gpu_with_the_eager_loss_and_gradients(preset):
     """A compiled training step (inductor, Triton kernels) with label smoothing gives the eager loss and gradients
     (the package's label-smoothed cross-entropy and the relation terms run as plain ops under torch.compile)."""
-    model, inputs, targets = _model_inputs_targets(preset, encoder_layers=1, decoder_layers=1, label_smoothing=0.1)
+    model, inputs, targets = tiny_model_inputs_targets(preset, encoder_layers=1, decoder_layers=1, label_smoothing=0.1)
     model.to(CUDA).train()
     (eager_loss, eager), (compiled_loss, compiled) = compiled_and_eager(model, _on(CUDA, inputs), _on(CUDA, targets))
     torch.testing.assert_close(compiled_loss, eager_loss, atol=1e-4, rtol=1e-4)

@@ -14,31 +14,17 @@ import shutil
 import pytest
 import torch
 
-from hf_syntax_mt import SyntaxMTForConditionalGeneration
 
-from model_helpers import ALL_PRESETS, compiled_and_eager, random_batch, syntax_kwargs, tiny_config
+from model_helpers import ALL_PRESETS, compiled_and_eager, tiny_model_inputs_targets
 
 TOLERANCE = {torch.bfloat16: 0.05, torch.float16: 0.01}
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def _model_and_inputs(preset, **overrides):
-    config = tiny_config(preset, init_std=0.1, **overrides)
-    torch.manual_seed(0)
-    model = SyntaxMTForConditionalGeneration(config).eval()
-    batch = random_batch([7, 5, 6], seed=1)
-    inputs = dict(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **syntax_kwargs(config, batch))
-    labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
-    targets = dict(labels=labels)
-    if config.needs_target_heads:  # the source trees serve as target trees: same rows, same shapes
-        targets["target_heads"] = batch["source_heads"]
-    return model, inputs, targets
-
-
 @pytest.mark.parametrize("mode", ["bf16 weights", "fp16 weights", "bf16 autocast", "fp16 autocast"])
 @pytest.mark.parametrize("preset", ALL_PRESETS)
 def test_half_precision_forward_backward_generate(preset, mode):
-    reference, inputs, targets = _model_and_inputs(preset)
+    reference, inputs, targets = tiny_model_inputs_targets(preset)
     with torch.no_grad():
         expected = reference(**inputs, **targets).logits
     precision, how = mode.split()
@@ -70,7 +56,7 @@ def test_torch_compile_gives_the_eager_logits(preset):
     (data-dependent control flow); one layer per stack keeps inductor's compile time down. transformer_abs, the
     plain model, is compiled on a GPU (tests/model/test_cuda.py), which keeps 24 s of inductor's C++ builds out
     of the default run."""
-    model, inputs, _ = _model_and_inputs(preset, encoder_layers=1, decoder_layers=1)
+    model, inputs, _ = tiny_model_inputs_targets(preset, encoder_layers=1, decoder_layers=1)
     inputs["decoder_input_ids"] = inputs["input_ids"]
     expected, compiled = compiled_and_eager(model, inputs)
     torch.testing.assert_close(compiled, expected, atol=1e-5, rtol=1e-5)
@@ -87,7 +73,7 @@ def test_torch_compile_trains_with_the_eager_loss_and_gradients(preset, backend)
     as inductor does, without its C++ build."""
     if backend == "inductor" and shutil.which("c++") is None and shutil.which("g++") is None:
         pytest.skip("torch.compile's inductor backend needs a C++ compiler on the CPU, and none is installed")
-    model, inputs, targets = _model_and_inputs(preset, encoder_layers=1, decoder_layers=1, label_smoothing=0.1)
+    model, inputs, targets = tiny_model_inputs_targets(preset, encoder_layers=1, decoder_layers=1, label_smoothing=0.1)
     model.train()  # dropout is 0 in the tiny config
     (eager_loss, eager), (compiled_loss, compiled) = compiled_and_eager(model, inputs, targets, backend)
     torch.testing.assert_close(compiled_loss, eager_loss, atol=1e-5, rtol=1e-5)
