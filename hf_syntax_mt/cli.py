@@ -1,6 +1,6 @@
 """`hf-syntax-mt`: translate, annotate, plot, train, average, demo.
 
-    hf-syntax-mt translate --model DIR [--beams N [--n-best K]] [--scores] [--batch-size B]
+    hf-syntax-mt translate --model DIR [--beams N [--n-best K]] [--scores] [--batch-size B] [--device cuda]
                            [--max-length-a A --max-length-b B] [--conllu FILE [--trees FILE]] [--reference REF]
                            [FILE] > out.txt
     hf-syntax-mt annotate --parser ja_ginza [--model DIR] [FILE] > features.jsonl
@@ -258,6 +258,30 @@ def _translated_batches(translate, lines: list[bytes], parsed: Optional[list], b
         yield [outputs[i] for i in positions]
 
 
+def _translation_device(name: Optional[str]):
+    """The torch device of `--device` (default: cuda:0 when there is a CUDA GPU, else the CPU), checked: a name that
+    is no device, or a device this machine lacks, is a user error."""
+    import torch
+
+    if name is None:
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise SystemExit(f"hf-syntax-mt translate: --device {name}: not a device (cpu, cuda, cuda:1, mps)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"hf-syntax-mt translate: --device {name}: no CUDA GPU here (torch.cuda.is_available() is "
+                         "False); use --device cpu")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise SystemExit(f"hf-syntax-mt translate: --device {name}: this machine has {torch.cuda.device_count()} CUDA "
+                         "GPU(s), numbered from 0")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise SystemExit(f"hf-syntax-mt translate: --device {name}: no Apple GPU (MPS) here; use --device cpu")
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise SystemExit(f"hf-syntax-mt translate: --device {name}: expected cpu, cuda[:N] or mps")
+    return device
+
+
 def _translate(args, written: _Written, stop: _SignalStop) -> int:
     import hf_syntax_mt  # noqa: F401  (registers the model classes)
     from tqdm.auto import tqdm
@@ -272,6 +296,7 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
         raise SystemExit(f"hf-syntax-mt translate: --n-best {args.n_best} needs --beams {args.n_best} or more (the beam "
                          f"keeps --beams translations; it is {args.beams})")
     set_torch_threads(args.threads)
+    device = _translation_device(args.device)
     length_cap = {}
     if args.max_length_a is not None or args.max_length_b is not None:
         try:
@@ -305,7 +330,7 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
         annotator = _annotator(args)
         if annotator is not None:
             kwargs["annotator"] = annotator
-    translate = pipeline("syntax-translation", model=model, **kwargs)
+    translate = pipeline("syntax-translation", model=model, device=device, **kwargs)
     if translate.needs_parser and translate.annotator is None:
         raise SystemExit("hf-syntax-mt translate: this model needs parsed sources and records no parser (it was trained "
                          "on pre-parsed data): give --conllu FILE [--trees FILE] or --parser NAME")
@@ -545,6 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "(fairseq's --max-len-a/b; default: no cap)")
     p.add_argument("--max-length-b", type=float, help="the cap's offset B (default 0 when A is given)")
     p.add_argument("--threads", type=int, help=THREADS_HELP)
+    p.add_argument("--device", help="where the model runs: cpu, cuda, cuda:1, mps (default: the first CUDA GPU if "
+                                    "there is one, else the CPU, as fairseq does)")
     p.add_argument("--reference", metavar="FILE", help="reference translations (one a line): print corpus BLEU and chrF "
                                                        "(sacrebleu) on stderr at the end")
     p.add_argument("--bleu-tokenize", default="13a", help="sacrebleu's BLEU tokenizer for --reference (13a, intl, "

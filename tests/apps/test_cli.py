@@ -188,6 +188,26 @@ def test_translate_refuses_beam_size_zero(capsys):
     assert "argument --beams: expected an integer >= 1, got '0'" in capsys.readouterr().err
 
 
+def test_translate_device_is_checked_and_the_cpu_is_the_default_without_a_gpu(capsys):
+    out, _ = trained_model(DEP)
+    infile = scratch_dir("cli-device") / "in.txt"
+    infile.write_text("\n".join((synthetic_corpus() / "dev.src").read_text().splitlines()[:3]) + "\n")
+    translate = ["translate", "--model", str(out), "--beams", "2", "--max-new-tokens", "6", *preparsed_options(3)]
+    capsys.readouterr()
+    assert main([*translate, str(infile)]) == 0
+    default = capsys.readouterr().out
+    assert main([*translate, "--device", "cpu", str(infile)]) == 0
+    assert capsys.readouterr().out == default and default.count("\n") == 3
+    assert "--device gpu0: not a device (cpu, cuda, cuda:1, mps)" in _user_error(capsys, [*translate, "--device", "gpu0",
+                                                                                          str(infile)])
+    if not torch.cuda.is_available():
+        assert "--device cuda: no CUDA GPU here (torch.cuda.is_available() is False); use --device cpu" in _user_error(
+            capsys, [*translate, "--device", "cuda", str(infile)])
+    else:
+        assert f"--device cuda:{torch.cuda.device_count()}: this machine has" in _user_error(
+            capsys, [*translate, "--device", f"cuda:{torch.cuda.device_count()}", str(infile)])
+
+
 def _user_error(capsys, argv) -> str:
     """What a command prints on stderr when it refuses `argv` (exit status 2): one line (`train`: and the
     line that points to --traceback)."""

@@ -23,7 +23,7 @@ from hf_syntax_mt.syntax import PreParsedAnnotator, read_conllu
 from hf_syntax_mt.training.run import train
 
 from model_helpers import ALL_PRESETS, compiled_and_eager, tiny_model_inputs_targets
-from training_helpers import scratch_dir, synthetic_corpus, tiny_args
+from training_helpers import scratch_dir, synthetic_corpus, tiny_args, trained_model
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 
@@ -146,3 +146,22 @@ def test_training_and_the_pipeline_on_the_gpu_match_the_cpu():
     for got, expected in zip(outputs["cuda"], outputs["cpu"]):
         assert got["log_probability"] == pytest.approx(expected["log_probability"], abs=1e-3)
         assert got["score"] == pytest.approx(expected["score"], abs=1e-3)
+
+
+def test_translate_command_on_the_gpu_writes_the_cpu_lines(capsys):
+    """`hf-syntax-mt translate` runs on the GPU by default where there is one, and writes what --device cpu writes."""
+    from hf_syntax_mt.cli import main
+
+    out, _ = trained_model("transformer_abs")
+    infile = scratch_dir("gpu-cli") / "in.txt"
+    infile.write_text("\n".join((synthetic_corpus() / "dev.src").read_text().splitlines()) + "\n")
+    written = {}
+    for device in ("cpu", "cuda", None):
+        capsys.readouterr()
+        assert main(["translate", "--model", str(out), "--beams", "3", "--max-new-tokens", "8", "--scores",
+                     *(["--device", device] if device else []), str(infile)]) == 0
+        written[device] = capsys.readouterr().out.splitlines()
+    texts = {device: [line.split(" ||| ")[1] for line in lines] for device, lines in written.items()}
+    assert texts["cuda"] == texts["cpu"] == texts[None] and len(texts["cpu"]) == 6
+    for gpu_line, cpu_line in zip(written["cuda"], written["cpu"]):
+        assert float(gpu_line.split(" ||| ")[-1]) == pytest.approx(float(cpu_line.split(" ||| ")[-1]), abs=1e-3)
