@@ -340,7 +340,8 @@ class SyntaxTranslationPipeline(Pipeline):
         sentence, sentence after sentence)."""
         k = batch["per_sentence"]
         text_wanted = not return_tensors if return_text is None else return_text
-        empty = {**({"translation_text": ""} if text_wanted else {}), **({"translation_token_ids": []} if return_tensors else {})}
+        empty = {**({"translation_text": ""} if text_wanted else {}),
+                 **({"translation_token_ids": []} if return_tensors else {})}
         out = [[dict(empty) for _ in range(k)] for _ in range(batch["size"])]
         if batch["generated"] is not None:
             decoded = self.tokenizer.batch_decode(batch["generated"], skip_special_tokens=True,
