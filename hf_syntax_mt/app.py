@@ -50,14 +50,15 @@ class Translator:
     _parse_cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
-    def load(cls, model: str) -> "Translator":
-        """The pipeline of `model` (a folder or a Hub id), which parses with the parser its config records."""
+    def load(cls, model: str, device=None) -> "Translator":
+        """The pipeline of `model` (a folder or a Hub id) on `device` (`resolve_device`: by default the first CUDA
+        GPU if there is one), which parses with the parser its config records."""
         import hf_syntax_mt  # noqa: F401  (registers the model classes and the task)
         from transformers import pipeline
 
-        from .inference.pipeline import model_location
+        from .inference.pipeline import model_location, resolve_device
 
-        translate = pipeline("syntax-translation", model=model_location(model))
+        translate = pipeline("syntax-translation", model=model_location(model), device=resolve_device(device))
         config = translate.model.config
         return cls(name=model, pipeline=translate, label=config.preset or Path(model).name)
 
@@ -272,12 +273,13 @@ def build_app(translators: Sequence[Translator]):
 
 
 def launch(models: Sequence[str], *, host: str = DEFAULT_HOST, port: Optional[int] = None, share: bool = False,
-           block: bool = True):
-    """Load `models` (one or two) and serve the page on `host`:`port` (Gradio picks a free port from 7860 when
-    `port` is None); `share=True` asks Gradio for a public link. Returns the page (serving, when `block=False`)."""
+           block: bool = True, device=None):
+    """Load `models` (one or two) on `device` (default: the first CUDA GPU if there is one, else the CPU) and serve
+    the page on `host`:`port` (Gradio picks a free port from 7860 when `port` is None); `share=True` asks Gradio for
+    a public link. Returns the page (serving, when `block=False`)."""
     if not 1 <= len(models) <= 2:
         raise AppError(f"give one or two models (--model DIR), not {len(models)}")
-    page = build_app([Translator.load(model) for model in models])
+    page = build_app([Translator.load(model, device) for model in models])
     page.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=not block, show_error=False)
     return page
 

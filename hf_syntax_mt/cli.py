@@ -8,7 +8,7 @@
     hf-syntax-mt plot --model DIR --sentence "..." --kind relations|sla|attention --out fig.png
     hf-syntax-mt train --preset transformer_dep_rel --train_file ... (all of training/train.py)
     hf-syntax-mt average --out DIR [--overwrite] (--checkpoints C1 C2 ... | --run-dir RUN --last K)
-    hf-syntax-mt app --model DIR [--model DIR2] [--host 127.0.0.1] [--port P] [--share] [--export SPACE_DIR]
+    hf-syntax-mt app --model DIR [--model DIR2] [--host 127.0.0.1] [--port P] [--share] [--device D] [--export SPACE_DIR]
     hf-syntax-mt demo
 
 Input is one sentence a line (stdin when FILE is omitted); `translate` writes one line per input
@@ -258,28 +258,14 @@ def _translated_batches(translate, lines: list[bytes], parsed: Optional[list], b
         yield [outputs[i] for i in positions]
 
 
-def _translation_device(name: Optional[str]):
-    """The torch device of `--device` (default: cuda:0 when there is a CUDA GPU, else the CPU), checked: a name that
-    is no device, or a device this machine lacks, is a user error."""
-    import torch
+def _device(name: Optional[str], command: str):
+    """`resolve_device` of a `--device` option, its error a user error of `command`."""
+    from .inference.pipeline import resolve_device
 
-    if name is None:
-        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise SystemExit(f"hf-syntax-mt translate: --device {name}: not a device (cpu, cuda, cuda:1, mps)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit(f"hf-syntax-mt translate: --device {name}: no CUDA GPU here (torch.cuda.is_available() is "
-                         "False); use --device cpu")
-    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
-        raise SystemExit(f"hf-syntax-mt translate: --device {name}: this machine has {torch.cuda.device_count()} CUDA "
-                         "GPU(s), numbered from 0")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise SystemExit(f"hf-syntax-mt translate: --device {name}: no Apple GPU (MPS) here; use --device cpu")
-    if device.type not in ("cpu", "cuda", "mps"):
-        raise SystemExit(f"hf-syntax-mt translate: --device {name}: expected cpu, cuda[:N] or mps")
-    return device
+        return resolve_device(name)
+    except ValueError as err:
+        raise SystemExit(f"hf-syntax-mt {command}: --device {err}") from None
 
 
 def _translate(args, written: _Written, stop: _SignalStop) -> int:
@@ -296,7 +282,7 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
         raise SystemExit(f"hf-syntax-mt translate: --n-best {args.n_best} needs --beams {args.n_best} or more (the beam "
                          f"keeps --beams translations; it is {args.beams})")
     set_torch_threads(args.threads)
-    device = _translation_device(args.device)
+    device = _device(args.device, "translate")
     length_cap = {}
     if args.max_length_a is not None or args.max_length_b is not None:
         try:
@@ -535,7 +521,7 @@ def cmd_app(args) -> int:
         return 0
     if importlib.util.find_spec("gradio") is None:
         raise ImportError('the web page needs gradio: pip install "hf_syntax_mt[app]"')
-    launch(args.model, host=args.host, port=args.port, share=args.share)
+    launch(args.model, host=args.host, port=args.port, share=args.share, device=_device(args.device, "app"))
     return 0
 
 
@@ -616,6 +602,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "0.0.0.0 for every network it is on)")
     p.add_argument("--port", type=positive_int, help="port (default: the first free one from 7860)")
     p.add_argument("--share", action="store_true", help="also ask Gradio for a public link (off by default)")
+    p.add_argument("--device", help="where the models run: cpu, cuda, cuda:1, mps (default: the first CUDA GPU if "
+                                    "there is one, else the CPU)")
     p.add_argument("--export", metavar="DIR", help="write a folder that runs as a Hugging Face Space instead of serving")
 
     p = subs.add_parser("demo", help="offline demo: synthetic corpus, abs vs. dep_rel, BLEU, sample translations")

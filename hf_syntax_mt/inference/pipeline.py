@@ -69,6 +69,27 @@ def model_location(name: str, what: str = "model") -> str:
     return name
 
 
+def resolve_device(name: Optional[str] = None) -> torch.device:
+    """The torch device named `name` ("cpu", "cuda", "cuda:1", "mps"; None: the first CUDA GPU if there is one,
+    else the CPU, as fairseq does), checked: `ValueError("NAME: why")` for a name that is no device or a device
+    this machine lacks."""
+    if name is None:
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"{name}: not a device (cpu, cuda, cuda:1, mps)") from None
+    if device.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"{name}: expected cpu, cuda[:N] or mps")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name}: no CUDA GPU here (torch.cuda.is_available() is False); use --device cpu")
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"{name}: this machine has {torch.cuda.device_count()} CUDA GPU(s), numbered from 0")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{name}: no Apple GPU (MPS) here; use --device cpu")
+    return device
+
+
 def _is_positive_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 

@@ -171,7 +171,8 @@ def plot_localized_mask(features: dict, path, tau: float = 10.0):
 def plot_attention(model, features: dict, path, layer: int = 1, head: int = 0):
     """Encoder self-attention probabilities of `layer` (1-based) and `head` (0-based)."""
     model.eval()
-    inputs = {k: features[k] for k in ("input_ids", "attention_mask", "source_heads", "source_distances") if k in features}
+    inputs = {k: features[k].to(model.device) for k in ("input_ids", "attention_mask", "source_heads", "source_distances")
+              if k in features}
     if model.config.dependency_relations is None and not model.config.dbsa_encoder_layer:
         inputs.pop("source_heads", None)
     if not model.config.sla_layers:
@@ -184,7 +185,7 @@ def plot_attention(model, features: dict, path, layer: int = 1, head: int = 0):
     if not 0 <= head < probs.shape[0]:
         raise ValueError(f"head {head} outside 0..{probs.shape[0] - 1}")
     title = f"encoder layer {layer}, head {head}\n{model.config.preset or 'model'}"  # a long preset: its own line
-    return _heatmap(probs[head].float().numpy(), features["tokens"], title, path, cmap="Blues")
+    return _heatmap(probs[head].float().cpu().numpy(), features["tokens"], title, path, cmap="Blues")
 
 
 def plot_dependency_tree(annotation, path, title: str = ""):

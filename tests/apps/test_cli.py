@@ -200,6 +200,8 @@ def test_translate_device_is_checked_and_the_cpu_is_the_default_without_a_gpu(ca
     assert capsys.readouterr().out == default and default.count("\n") == 3
     assert "--device gpu0: not a device (cpu, cuda, cuda:1, mps)" in _user_error(capsys, [*translate, "--device", "gpu0",
                                                                                           str(infile)])
+    assert "hf-syntax-mt app: --device gpu0: not a device" in _user_error(capsys, ["app", "--model", str(out),
+                                                                                  "--device", "gpu0"])
     if not torch.cuda.is_available():
         assert "--device cuda: no CUDA GPU here (torch.cuda.is_available() is False); use --device cpu" in _user_error(
             capsys, [*translate, "--device", "cuda", str(infile)])

@@ -165,3 +165,22 @@ def test_translate_command_on_the_gpu_writes_the_cpu_lines(capsys):
     assert texts["cuda"] == texts["cpu"] == texts[None] and len(texts["cpu"]) == 6
     for gpu_line, cpu_line in zip(written["cuda"], written["cpu"]):
         assert float(gpu_line.split(" ||| ")[-1]) == pytest.approx(float(cpu_line.split(" ||| ")[-1]), abs=1e-3)
+
+
+def test_the_app_translates_and_draws_attention_on_the_gpu(tmp_path):
+    """The web page's models on the GPU (`hf-syntax-mt app --device cuda`, the default where there is one): the CPU's
+    translations and scores, and an attention heatmap drawn from the GPU's probabilities."""
+    from hf_syntax_mt.app import Translator, sentence_views, translate_all
+
+    out, _ = trained_model("transformer_abs")
+    sentences = (synthetic_corpus() / "dev.src").read_text().splitlines()[:3]
+    rows = {}
+    for device in ("cpu", "cuda"):
+        translator = Translator.load(str(out), device)
+        assert translator.pipeline.model.device.type == device
+        rows[device], _ = translate_all([translator], sentences, beams=2, max_new_tokens=8, scores=True)
+    assert [row[2] for row in rows["cuda"]] == [row[2] for row in rows["cpu"]]
+    assert [float(row[3]) for row in rows["cuda"]] == pytest.approx([float(row[3]) for row in rows["cpu"]], abs=2e-3)
+    assert Translator.load(str(out)).pipeline.model.device.type == "cuda"  # the default where there is a GPU
+    _, heatmap, said = sentence_views(translator, sentences[0], tmp_path, heatmap="attention")
+    assert heatmap.stat().st_size > 1000 and "layer 1, head 0" in said
