@@ -16,7 +16,6 @@ subwords, speed.recipe_training_step): its time bounds from below what one updat
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import speed
 from results_md import write_section
-from speed import BASELINE, DEFAULT_PRESETS, MARIAN, SIZE, _batch, _build, _describe_size, _interleaved, _median_ratio
+from speed import BASELINE, DEFAULT_PRESETS, MARIAN, SIZE, _batch, _build, _cpu_name, _describe_size, _interleaved, _median_ratio
 
 PRECISIONS = ("fp32", "bf16")
 
@@ -228,7 +227,7 @@ def main(argv=None):
                      "presets": presets, "size": SIZE, "date": time.strftime("%Y-%m-%d"),
                      "command": "python benchmarks/gpu_speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                      "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-                     "cpu": platform.processor() or platform.machine()},
+                     "cpu": _cpu_name()},
         "train": measure_train(systems, args.lengths, args.tokens_per_batch, args.rounds),
         "decode": measure_decode(systems, max(3, args.rounds // 2)),
         "recipe_step_s": measure_recipe_step(args.rounds * 3),

@@ -82,11 +82,11 @@ def resolve_device(name: Optional[str] = None) -> torch.device:
     if device.type not in ("cpu", "cuda", "mps"):
         raise ValueError(f"{name}: expected cpu, cuda[:N] or mps")
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"{name}: no CUDA GPU here (torch.cuda.is_available() is False); use --device cpu")
+        raise ValueError(f"{name}: no CUDA GPU here (torch.cuda.is_available() is False); use the CPU (\"cpu\")")
     if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
         raise ValueError(f"{name}: this machine has {torch.cuda.device_count()} CUDA GPU(s), numbered from 0")
     if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"{name}: no Apple GPU (MPS) here; use --device cpu")
+        raise ValueError(f"{name}: no Apple GPU (MPS) here; use the CPU (\"cpu\")")
     return device
 
 

@@ -203,7 +203,7 @@ def test_translate_device_is_checked_and_the_cpu_is_the_default_without_a_gpu(ca
     assert "hf-syntax-mt app: --device gpu0: not a device" in _user_error(capsys, ["app", "--model", str(out),
                                                                                   "--device", "gpu0"])
     if not torch.cuda.is_available():
-        assert "--device cuda: no CUDA GPU here (torch.cuda.is_available() is False); use --device cpu" in _user_error(
+        assert '--device cuda: no CUDA GPU here (torch.cuda.is_available() is False); use the CPU ("cpu")' in _user_error(
             capsys, [*translate, "--device", "cuda", str(infile)])
     else:
         assert f"--device cuda:{torch.cuda.device_count()}: this machine has" in _user_error(

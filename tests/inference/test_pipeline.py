@@ -436,3 +436,21 @@ def test_tokenizer_loads_without_questions_or_warnings(caplog, tmp_path):
                           text=True, timeout=300, env=dict(os.environ, HF_HUB_OFFLINE="1"))
     assert done.returncode == 0 and done.stdout == f"{positions}\n", done.stderr
     assert "custom code" not in done.stderr and "model of type" not in done.stderr
+
+
+def test_resolve_device_checks_the_name_and_words_its_errors_for_python_callers():
+    """`resolve_device` (behind `Translator.load`, `launch` and the CLI's --device): the default is the first CUDA
+    GPU or the CPU; a torch.device passes; a name that is no device, or a GPU this machine lacks, is a ValueError
+    that names it and points to "cpu" without a command-line option (the CLI adds its own "--device")."""
+    from hf_syntax_mt.inference.pipeline import resolve_device
+
+    assert resolve_device() == torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    assert resolve_device(torch.device("cpu")) == resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(ValueError, match=r"^gpu0: not a device \(cpu, cuda, cuda:1, mps\)$"):
+        resolve_device("gpu0")
+    with pytest.raises(ValueError, match=r"^meta: expected cpu, cuda\[:N\] or mps$"):
+        resolve_device("meta")
+    missing = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
+    with pytest.raises(ValueError, match=f"^{missing}: ") as refused:
+        resolve_device(missing)
+    assert "--device" not in str(refused.value)
