@@ -17,7 +17,7 @@ SCRIPT=$(readlink -f "$0")
 CAMPAIGN=${CAMPAIGN:-/work/campaign}
 RUNS=${HF_SYNTAX_MT_RUNS:-/work/runs}
 RECIPE=benchmarks/recipes/kftt.ja-en.budget.json
-QUEUE=("transformer_abs@4B 1")   # "preset seed", in order: what is left of the issue's queue
+QUEUE=("transformer_dep_labeled_rel@4B 1")   # "preset seed", in order: what is left of the issue's queue (issue 92)
 export CAMPAIGN HF_SYNTAX_MT_RUNS=$RUNS HF_HUB_OFFLINE=1
 
 queue_pid() { pgrep -f "kftt_campaign.sh _queue" | head -1 || true; }
