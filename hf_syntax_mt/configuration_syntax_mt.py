@@ -9,6 +9,9 @@ import difflib
 import inspect
 
 from transformers import PretrainedConfig
+from transformers.utils import logging
+
+logger = logging.get_logger(__name__)
 
 DEPENDENCY_SCHEMES = (None, "depth", "labeled")
 RELATION_COMBINATIONS = ("sum", "concat_linear")
@@ -21,8 +24,9 @@ DBSA_LOSS_NORMALIZATIONS = ("kept", "all")
 _REL = {"relative_positions": True}
 _DEP = {"dependency_relations": "depth", "relation_combination": "sum"}
 _LABELED = {"dependency_relations": "labeled", "relation_combination": "concat_linear"}
-_DBSA_ENC = {"dbsa_encoder_layer": 4}
-_DBSA_DEC = {"dbsa_decoder_layer": 4}
+DBSA_AT_TWO_THIRDS = "two thirds of the depth"  # a preset's DBSA layer: round(2L/3), seed 004's layer 4 of 6
+_DBSA_ENC = {"dbsa_encoder_layer": DBSA_AT_TWO_THIRDS}
+_DBSA_DEC = {"dbsa_decoder_layer": DBSA_AT_TWO_THIRDS}
 _SLA = {"sla_layers": [1]}
 _OPTIONAL_SETTING_TYPES = {  # settings whose default is None: the type of a value that is not None
     "dependency_relations": str,
@@ -374,8 +378,9 @@ class SyntaxMTConfig(PretrainedConfig):
     @classmethod
     def from_preset(cls, name, **overrides):
         """Build the config of a named system; `name` may join presets with '+' (e.g.
-        "transformer_dep_rel+transformer_dbsa+transformer_sla"). DBSA layers beyond the model's
-        depth are placed on its last layer unless given explicitly."""
+        "transformer_dep_rel+transformer_dbsa+transformer_sla"). A DBSA preset puts its parse head at two thirds
+        of the depth, layer max(1, round(2L/3)) of L (seed 004: layer 4 of 6; 2 of 3), unless the layer is given;
+        the config records the layer chosen."""
         known = cls.setting_names() | set(inspect.signature(PretrainedConfig.__init__).parameters)
         known = (known | {"attn_implementation"}) - {"self", "kwargs", "preset"}
         for key in overrides:
@@ -404,9 +409,12 @@ class SyntaxMTConfig(PretrainedConfig):
                 settings[key], set_by[key] = value, part
         settings.update(overrides)
         for key, count_key in (("dbsa_encoder_layer", "encoder_layers"), ("dbsa_decoder_layer", "decoder_layers")):
-            if key in settings and key not in overrides:
-                count = settings.get(count_key, 6)
-                settings[key] = min(settings[key], count)
+            if settings.get(key) == DBSA_AT_TWO_THIRDS:
+                layers = settings.get(count_key, defaults[count_key])
+                settings[key] = max(1, round(2 * layers / 3))
+                if layers <= 2:
+                    logger.warning(f"{name}: {key}={settings[key]} of {layers} ({count_key}), the layer nearest two "
+                                   f"thirds of the depth (seed 004: 4 of 6); set {key} to choose another")
         return cls(preset=name, **settings)
 
 
