@@ -52,13 +52,17 @@ class Translator:
     @classmethod
     def load(cls, model: str, device=None) -> "Translator":
         """The pipeline of `model` (a folder or a Hub id) on `device` (`resolve_device`: by default the first CUDA
-        GPU if there is one), which parses with the parser its config records."""
+        GPU if there is one), which parses with the parser its config records; `AppError` for a model that needs
+        parsed sources but records no parser (the page has only raw text to give it)."""
         import hf_syntax_mt  # noqa: F401  (registers the model classes and the task)
         from transformers import pipeline
 
         from .inference.pipeline import model_location, resolve_device
 
         translate = pipeline("syntax-translation", model=model_location(model), device=resolve_device(device))
+        if translate.needs_parser and translate.annotator is None:
+            raise AppError(f"{model} needs parsed sources and records no parser (it was trained on pre-parsed data), "
+                           "so the page cannot translate raw text with it")
         config = translate.model.config
         return cls(name=model, pipeline=translate, label=config.preset or Path(model).name)
 

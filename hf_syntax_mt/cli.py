@@ -97,7 +97,8 @@ def _annotator(args):
 
 
 def _add_parser_options(sub, constituency=True):
-    sub.add_argument("--parser", help="stanza, or a spaCy pipeline name (e.g. ja_ginza); default: the model's")
+    sub.add_argument("--parser", help="stanza, a spaCy pipeline name (e.g. ja_ginza) or synthetic_grammar (the demo's); "
+                                      "default: the model's")
     sub.add_argument("--lang", help="language of a stanza parser")
     sub.add_argument("--conllu", help="pre-parsed input: CoNLL-U with one sentence per input line")
     sub.add_argument("--trees", help="pre-parsed input: bracketed constituency trees, one a line")

@@ -4,8 +4,9 @@
    dependency + constituency trees; targets are the head-final linearisation of the tree, so
    word order depends on the syntax;
 2. trains each preset with the same small model, tokenizer and step budget through
-   `hf_syntax_mt.training.run.train` (sources pre-parsed: `--parser preparsed` reads the gold
-   `*.src.conllu` / `*.src.tree` files written next to the text);
+   `hf_syntax_mt.training.run.train` on the gold trees (`*.src.conllu` / `*.src.tree`, written next to
+   the text), recording the grammar's own parser (`--parser synthetic_grammar`) in each model's config, so
+   the models translate raw text like any other (pipeline, `translate`, the page);
 3. prints dev BLEU / chrF (greedy) per preset, translates the dev set with
    `pipeline("syntax-translation", model=dir)`, passing the pre-parsed annotations as users with
    pre-parsed data would (`annotator=PreParsedAnnotator.from_conllu(...)`), and shows the first dev
@@ -87,8 +88,9 @@ def run_demo(
     from transformers import pipeline
 
     from .inference import pipeline as _registers_task  # noqa: F401  (registers "syntax-translation")
-    from .syntax import PreParsedAnnotator
+    from .syntax import GrammarAnnotator, PreParsedAnnotator
     from .features.synthetic import write_synthetic_corpus
+    from .features.training_data import preparsed_annotator
     from .training.run import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
 
     set_torch_threads(threads)
@@ -115,6 +117,9 @@ def run_demo(
     dev_tgt = (data_dir / "dev.tgt").read_text(encoding="utf-8").splitlines()
     print(f"  source: {dev_src[0]}\n  target: {dev_tgt[0]}")
     overrides = ",".join(f"{k}={v}" for k, v in {**DEMO_MODEL, **(model or {})}.items())
+    # the gold trees, recorded as made by the grammar's parser: the models then parse new text themselves
+    gold = [a for split in ("train", "dev") for a in preparsed_annotator(data_dir / split, "src").annotations]
+    parses = PreParsedAnnotator(gold, made_by=GrammarAnnotator().to_dict())
     results = {}
     tokenizer = None
     for preset in presets:
@@ -138,8 +143,8 @@ def run_demo(
         print(f"training {preset} ({max_steps} steps)", flush=True)
         progress = _progress_callback(preset, sys.stdout)  # the stream before the redirect below
         with contextlib.nullcontext() if verbose else contextlib.redirect_stdout(io.StringIO()):  # the Trainer's log dicts
-            result = train(model_args, data_args, training_args, tokenizer=tokenizer, callbacks=[progress],
-                           command=f"hf-syntax-mt demo (preset {preset})")
+            result = train(model_args, data_args, training_args, tokenizer=tokenizer, annotator=parses,
+                           callbacks=[progress], command=f"hf-syntax-mt demo (preset {preset})")
         if result.interrupted_by is not None:  # training logged where it stopped and how to resume
             raise DemoInterrupted(result.interrupted_by)
         tokenizer = result.trainer.processing_class  # one shared tokenizer for a fair comparison

@@ -31,39 +31,11 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-
-DETERMINERS = "the this every some my your his her our their each no".split()
-ADJECTIVES = (
-    "big small old young red blue green black white happy sad quiet loud tall short "
-    "long round soft hard warm cold bright dark clever lazy brave shy kind rude busy "
-    "empty full heavy light rich poor strange famous gentle angry proud calm wild "
-    "tiny huge fresh dry wet clean dirty sweet bitter friendly lonely careful curious"
-).split()
-NOUNS = (
-    "cat dog bird horse cow sheep fish mouse rabbit fox bear wolf lion tiger monkey "
-    "frog duck goat pig snake man woman boy girl child teacher student doctor farmer "
-    "king queen baker singer painter driver soldier sailor writer friend neighbor "
-    "house garden river forest mountain village city school market table chair door "
-    "window box bag book letter picture song story cake apple bread cup bottle ball "
-    "car boat train bridge road tree flower stone hat coat key lamp clock bed wall "
-    "shop park lake island castle tower kitchen field hill beach station library "
-    "museum hospital office ship"
-).split()
-TRANSITIVE_VERBS = (
-    "saw liked chased found took made bought sold carried pushed pulled painted "
-    "watched followed helped visited opened closed washed cooked ate drew wrote read "
-    "held kept met heard caught threw built broke fixed moved called loved hated "
-    "cleaned touched brought needed wanted"
-).split()
-INTRANSITIVE_VERBS = (
-    "slept ran walked laughed cried smiled jumped danced sang swam waited fell "
-    "arrived left stayed worked played rested shouted whispered"
-).split()
-ADVERBS = "quickly slowly quietly loudly happily sadly carefully suddenly often again".split()
-PREPOSITIONS = "in on under near behind with from to above beside".split()
-CONJUNCTIONS = "and or but".split()
-RELATIVIZER = "that"
-FULL_STOP = "."
+from ..syntax.grammar import (
+    ADJECTIVES, ADVERBS, CONJUNCTIONS, DEPTH_DECAY, DETERMINERS, FULL_STOP, INTRANSITIVE_VERBS, MAX_ADJECTIVES,
+    NOUN_CONJUNCTIONS, NOUNS, P_ADJECTIVE, P_ADVERB, P_NOUN_COORDINATION, P_NOUN_PP, P_RELATIVE, P_SUBJECT_RELATIVE,
+    P_TRANSITIVE, P_VERB_COORDINATION, P_VERB_PP, PREPOSITIONS, RELATIVIZER, TRANSITIVE_VERBS,
+)
 
 UPOS = {"DT": "DET", "JJ": "ADJ", "NN": "NOUN", "VBD": "VERB", "RB": "ADV", "IN": "ADP",
         "CC": "CCONJ", "WDT": "PRON", ".": "PUNCT"}
@@ -173,7 +145,7 @@ class _Grammar:
         self.rng = rng
 
     def _p(self, p: float, depth: int) -> bool:
-        return self.rng.random() < p * 0.5 ** depth
+        return self.rng.random() < p * DEPTH_DECAY ** depth
 
     def _leaf(self, words: list[str], xpos: str):
         word = _Word(self.rng.choice(words), xpos)
@@ -182,7 +154,7 @@ class _Grammar:
     def noun_phrase(self, depth: int, coordinate: bool = True):
         det, det_w = self._leaf(DETERMINERS, "DT")
         n_adj = 0
-        while n_adj < 2 and self.rng.random() < 0.35:
+        while n_adj < MAX_ADJECTIVES and self.rng.random() < P_ADJECTIVE:
             n_adj += 1
         adjs = [self._leaf(ADJECTIVES, "JJ") for _ in range(n_adj)]
         noun, head = self._leaf(NOUNS, "NN")
@@ -190,16 +162,16 @@ class _Grammar:
         for _, adj_w in adjs:
             adj_w.attach(head, "amod")
         tree = ("NP", [det, *[a for a, _ in adjs], noun])
-        if self._p(0.3, depth):
+        if self._p(P_NOUN_PP, depth):
             pp, pp_head = self.prepositional_phrase(depth + 1)
             pp_head.attach(head, "nmod")
             tree = ("NP", [tree, pp])
-        if self._p(0.25, depth):
+        if self._p(P_RELATIVE, depth):
             rel, rel_head = self.relative_clause(depth + 1)
             rel_head.attach(head, "acl:relcl")
             tree = ("NP", [tree, rel])
-        if coordinate and self._p(0.12, depth):
-            cc, cc_w = self._leaf(CONJUNCTIONS[:2], "CC")
+        if coordinate and self._p(P_NOUN_COORDINATION, depth):
+            cc, cc_w = self._leaf(NOUN_CONJUNCTIONS, "CC")
             other, other_head = self.noun_phrase(depth + 1, coordinate=False)
             cc_w.attach(other_head, "cc")
             other_head.attach(head, "conj")
@@ -214,18 +186,18 @@ class _Grammar:
 
     def verb_phrase(self, depth: int, gap: bool = False):
         """A VP; with `gap` its object is missing (extracted by an object relative clause)."""
-        transitive = gap or self.rng.random() < 0.65
+        transitive = gap or self.rng.random() < P_TRANSITIVE
         verb, head = self._leaf(TRANSITIVE_VERBS if transitive else INTRANSITIVE_VERBS, "VBD")
         children = [verb]
         if transitive and not gap:
             obj, obj_head = self.noun_phrase(depth + 1)
             obj_head.attach(head, "obj")
             children.append(obj)
-        if self._p(0.3, depth):
+        if self._p(P_VERB_PP, depth):
             pp, pp_head = self.prepositional_phrase(depth + 1)
             pp_head.attach(head, "obl")
             children.append(pp)
-        if self.rng.random() < 0.15:
+        if self.rng.random() < P_ADVERB:
             adv, adv_w = self._leaf(ADVERBS, "RB")
             adv_w.attach(head, "advmod")
             children.append(("ADVP", [adv]))
@@ -233,7 +205,7 @@ class _Grammar:
 
     def relative_clause(self, depth: int):
         that, that_w = self._leaf([RELATIVIZER], "WDT")
-        if self.rng.random() < 0.6:  # subject relative: "that chased the dog"
+        if self.rng.random() < P_SUBJECT_RELATIVE:  # subject relative: "that chased the dog"
             vp, head = self.verb_phrase(depth)
             that_w.attach(head, "nsubj")
             clause = ("S", [vp])
@@ -249,7 +221,7 @@ class _Grammar:
         subj, subj_head = self.noun_phrase(0)
         vp, head = self.verb_phrase(0)
         subj_head.attach(head, "nsubj")
-        if self.rng.random() < 0.12:
+        if self.rng.random() < P_VERB_COORDINATION:
             cc, cc_w = self._leaf(CONJUNCTIONS, "CC")
             other, other_head = self.verb_phrase(1)
             cc_w.attach(other_head, "cc")

@@ -10,7 +10,9 @@ import logging
 from pathlib import Path
 from typing import Optional
 
-from ..syntax import Annotator, PreParsedAnnotator, SpacyAnnotator, StanzaAnnotator, apply_source_spacing, read_conllu
+from ..syntax import (
+    Annotator, GrammarAnnotator, PreParsedAnnotator, SpacyAnnotator, StanzaAnnotator, apply_source_spacing, read_conllu,
+)
 from .syntax_features import plain_encoding
 
 logger = logging.getLogger(__name__)
@@ -220,11 +222,14 @@ def warn_truncated_pairs(raw, processed: dict, data_args, tokenizer, source_spac
 def build_annotator(parser: Optional[str], lang: Optional[str] = None, *, constituency: bool = False,
                     pretokenized: bool = False, disable: Optional[str] = None,
                     model_dir: Optional[str] = None) -> Optional[Annotator]:
-    """`'stanza'` -> `StanzaAnnotator(lang)` (+ constituency when SLA needs trees), `'none'`/None ->
-    None, `'preparsed'` -> None (annotations come from files, see `preparsed_annotator`),
-    anything else -> `SpacyAnnotator(parser)` (a spaCy pipeline name such as `ja_ginza`)."""
+    """`'stanza'` -> `StanzaAnnotator(lang)` (+ constituency when SLA needs trees), `'synthetic_grammar'` ->
+    `GrammarAnnotator()` (the demo's source language), `'none'`/None -> None, `'preparsed'` -> None (annotations
+    come from files, see `preparsed_annotator`), anything else -> `SpacyAnnotator(parser)` (a spaCy pipeline name
+    such as `ja_ginza`)."""
     if parser is None or parser.lower() in ("none", "preparsed"):
         return None
+    if parser == GrammarAnnotator.name:
+        return GrammarAnnotator()
     if parser == "stanza":
         if not lang:
             raise ValueError("stanza needs a language code (hf-syntax-mt-train: --parser_lang or --source_lang; "

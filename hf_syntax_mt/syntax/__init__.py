@@ -14,8 +14,8 @@ from .annotation import (
     to_conllu,
 )
 from .annotators import (
-    Annotator, DespacedSpacyAnnotator, PreParsedAnnotator, PretokenizedSpacyAnnotator, SpacyAnnotator, StanzaAnnotator,
-    load_annotator,
+    Annotator, DespacedSpacyAnnotator, GrammarAnnotator, PreParsedAnnotator, PretokenizedSpacyAnnotator, SpacyAnnotator,
+    StanzaAnnotator, load_annotator,
 )
 from .distance import (
     LARGE_DISTANCE,
@@ -60,6 +60,7 @@ __all__ = [
     "ConlluSentenceError",
     "BracketTree",
     "DespacedSpacyAnnotator",
+    "GrammarAnnotator",
     "PreParsedAnnotator",
     "PretokenizedSpacyAnnotator",
     "SpacyAnnotator",

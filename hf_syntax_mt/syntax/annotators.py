@@ -21,6 +21,7 @@ from typing import Optional, Sequence, Union
 from .annotation import (
     Annotation, annotation_from_spacy, annotation_from_stanza, empty_annotation, locate_words, read_conllu_with_errors,
 )
+from .grammar import FULL_STOP, parse_grammar_sentence
 
 logger = logging.getLogger(__name__)
 
@@ -206,10 +207,11 @@ def missing_spacy_pipeline_message(model: str) -> str:
     if _OFFICIAL_SPACY_PIPELINE.fullmatch(model):
         return f"{message}: python -m spacy download {model}"
     installed = sorted(spacy.util.get_installed_models())
-    close = difflib.get_close_matches(model, sorted({*installed, *GINZA_PIPELINES, "stanza"}), n=1)
+    close = difflib.get_close_matches(model, sorted({*installed, *GINZA_PIPELINES, "stanza", "synthetic_grammar"}), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return (f"{model!r} is neither an installed spaCy pipeline nor a parser this package knows{hint} (parsers: "
-            f"stanza, preparsed, none, or a spaCy pipeline; installed: {', '.join(installed) or 'none'})")
+            "stanza, synthetic_grammar (the demo's), preparsed, none, or a spaCy pipeline; installed: "
+            f"{', '.join(installed) or 'none'})")
 
 
 def check_parser_installed(spec: Optional[dict], role: str = "this model's parser") -> None:
@@ -379,8 +381,38 @@ class PreParsedAnnotator(Annotator):
         return out
 
 
+class GrammarAnnotator(Annotator):
+    """The parser of the demo's source language, the synthetic grammar of `hf_syntax_mt.features.synthetic`
+    (`grammar.parse_grammar_sentence`: the most probable tree of each sentence). Words are split at whitespace
+    and before a full stop, and each full stop ends a sentence. Needs nothing installed."""
+
+    name = "synthetic_grammar"
+
+    def settings(self) -> dict:
+        return {}
+
+    def _annotate(self, texts: list[str]) -> list[Annotation]:
+        out = []
+        for text in texts:
+            matches = list(re.finditer(rf"[^\s{re.escape(FULL_STOP)}]+|{re.escape(FULL_STOP)}", text))
+            words, spans = [m.group() for m in matches], [m.span() for m in matches]
+            ends = [i + 1 for i, word in enumerate(words) if word == FULL_STOP]
+            if not ends or ends[-1] != len(words):
+                ends.append(len(words))
+            heads, deprels, sentence_ids, trees, start = [], [], [], [], 0
+            for sentence, end in enumerate(ends):
+                sentence_heads, sentence_deprels, _, tree = parse_grammar_sentence(words[start:end])
+                heads += [start + head for head in sentence_heads]
+                deprels += sentence_deprels
+                sentence_ids += [sentence] * (end - start)
+                trees.append(tree)
+                start = end
+            out.append(Annotation(text, words, spans, heads, deprels, sentence_ids, trees))
+        return out
+
+
 ANNOTATORS = {cls.name: cls for cls in (StanzaAnnotator, SpacyAnnotator, DespacedSpacyAnnotator,
-                                        PretokenizedSpacyAnnotator)}
+                                        PretokenizedSpacyAnnotator, GrammarAnnotator)}
 
 
 def load_annotator(spec: Union[None, dict, Annotator]) -> Optional[Annotator]:

@@ -67,9 +67,9 @@ class ModelArguments:
     parser: Optional[str] = field(
         default=None,
         metadata={
-            "help": "Source parser: 'stanza', a spaCy pipeline name (e.g. ja_ginza), 'preparsed' (CoNLL-U next to "
-            "the data: <source file>.conllu and optional <source file>.tree) or 'none'. Default: none unless the "
-            "preset needs syntax."
+            "help": "Source parser: 'stanza', a spaCy pipeline name (e.g. ja_ginza), 'synthetic_grammar' (the demo's "
+            "source language), 'preparsed' (CoNLL-U next to the data: <source file>.conllu and optional <source "
+            "file>.tree) or 'none'. Default: none unless the preset needs syntax."
         },
     )
     parser_lang: Optional[str] = field(default=None, metadata={"help": "Language of the stanza parser (default: source_lang)"})

@@ -241,3 +241,17 @@ def test_a_real_browser_types_japanese_translates_and_finds_the_tree(served, tra
         assert shot.stat().st_size > 10_000
     finally:
         driver.quit()
+
+
+def test_a_model_that_cannot_parse_raw_text_is_refused_when_the_page_starts(capsys):
+    """A syntax model trained on pre-parsed data without a recorded parser: one line when the page starts, as
+    `translate` says it, instead of an error at every request."""
+    from hf_syntax_mt.cli import main
+    from training_helpers import trained_model
+
+    folder, _ = trained_model("transformer_dep_rel")
+    with pytest.raises(AppError, match="needs parsed sources and records no parser"):
+        Translator.load(str(folder))
+    assert main(["app", "--model", str(folder), "--port", str(_free_port())]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("hf-syntax-mt app: error: ") and "records no parser" in line

@@ -72,3 +72,31 @@ def test_demo_interrupted_stops_with_one_line_and_the_same_command_resumes(tmp_p
     progress = [line for line in done.stdout.splitlines() if line.startswith("  transformer_abs: step ")]
     assert int(progress[0].split()[2].split("/")[0]) > step  # resumed: no log of a step before the checkpoint
     assert "transformer_abs              dev BLEU" in done.stdout
+
+
+def test_the_demo_syntax_model_translates_raw_text_everywhere_with_no_parser_given(tmp_path, capsys):
+    """The demo's dep_rel model records the grammar's parser: the pipeline, `translate` and the page parse raw text
+    (typed as a user would: capitals, a full stop against its word) with no extra argument."""
+    from transformers import pipeline
+
+    from hf_syntax_mt.app import Translator, sentence_views, translate_all
+    from hf_syntax_mt.cli import main
+
+    out = scratch_dir("demo")
+    run_demo(out, presets=["transformer_dep_rel"], n_train=16, n_dev=4, max_steps=2, batch_size=8, vocab_size=200,
+             model=dict(d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64), samples=1)
+    model = str(out / "transformer_dep_rel")
+    sentences = (out / "data" / "dev.src").read_text().splitlines()[:2] + ["The dog saw the cat.", "the zebra slept ."]
+    outputs = pipeline("syntax-translation", model=model)(sentences, max_new_tokens=4)
+    assert ["error" in output for output in outputs] == [False, False, False, True]
+    assert "'zebra' is not a word of the demo grammar" in outputs[3]["error"]
+    translator = Translator.load(model)
+    rows, messages = translate_all([translator], sentences[:3], beams=1, max_new_tokens=4)
+    assert messages == [] and all(row[2] for row in rows)
+    tree, _, said = sentence_views(translator, sentences[2], tmp_path)
+    assert tree.is_file() and "the tree the parser gives it" in said
+    (tmp_path / "input.txt").write_text("\n".join(sentences[:3]) + "\n")
+    capsys.readouterr()
+    assert main(["translate", "--model", model, "--max-new-tokens", "4", str(tmp_path / "input.txt")]) == 0
+    printed = capsys.readouterr()
+    assert len(printed.out.splitlines()) == 3 and printed.err == ""
