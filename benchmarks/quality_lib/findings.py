@@ -24,6 +24,7 @@ EXTERNAL_SCORES = "external_scores.json"
 SPEED_RESULTS = "speed.json"
 MEASURED_RESULTS = REPO / "hf_syntax_mt" / "hub" / "measured_results.py"
 FOREST_PLOT = "findings_forest.png"
+BUDGET_TABLE_HEADING = "The budget runs' held-out test, every comparison scored outside the project"
 
 
 @dataclass(frozen=True)
@@ -68,11 +69,13 @@ def regime(recipe: dict, pairs: int) -> str:
 
 
 def compact_regimes(rows: list[dict]) -> str:
-    """The rows' regimes in few words: one entry per corpus and direction, its training sizes joined by /."""
-    sizes: dict[str, list[int]] = {}
+    """The rows' regimes in few words: one entry per corpus and direction (and for runs trained to a budget), its
+    training sizes joined by /."""
+    sizes: dict[tuple[str, bool], list[int]] = {}
     for r in rows:
-        sizes.setdefault(r["regime"].split(",")[0], []).append(r["train_pairs"])
-    entries = [f"{name} {'/'.join(f'{n / 1000:g}k' for n in sorted(set(ns)))}" for name, ns in sizes.items()]
+        sizes.setdefault((r["regime"].split(",")[0], r.get("trained_to_budget", False)), []).append(r["train_pairs"])
+    entries = [f"{name} {'/'.join(f'{n / 1000:g}k' for n in sorted(set(ns)))}" + (" (budget runs)" if budget else "")
+               for (name, budget), ns in sizes.items()]
     return "; ".join(entries) or "–"
 
 
@@ -120,11 +123,12 @@ def recipe_rows(recipe: dict, results_dir: Path, external: list[dict]) -> list[d
                "train_pairs": train_pairs(recipe, by_preset[system][0]),
                "cost_ratio": tokens_per_second_ratio(by_preset, system)}
         row["regime"] = regime(recipe, row["train_pairs"])
+        row["trained_to_budget"] = trained_to_budget(recipe)
         if (system, control) in outside:
             figures, figure = outside[(system, control)]
             row.update(evidence=figures["split"], scored_outside=True, issue=figures["issue"], seeds=figure["seeds"],
                        sentences=figures.get("sentences"), delta=figure["delta"], ci95=list(figure["ci95"]),
-                       averaged=figure.get("averaged"))
+                       averaged=figure.get("averaged"), budget=figures.get("budget"))
         else:
             t = compare_runs(stats, system, control, recipe["bleu_tokenize"])
             row.update(evidence="dev", scored_outside=False, issue=None, seeds=t["seeds"],
@@ -133,6 +137,14 @@ def recipe_rows(recipe: dict, results_dir: Path, external: list[dict]) -> list[d
         row["verdict"] = verdict(row["ci95"])
         rows.append(row)
     return rows
+
+
+def trained_to_budget(recipe: dict) -> bool:
+    """Whether the recipe's runs train to the end of their schedule: a fixed number of updates with the learning
+    rate decayed linearly to zero there and no early stopping (a budget recipe), not stopped on the way."""
+    training = recipe["training"]
+    return ("max_steps" in training and training.get("lr_scheduler_type") == "linear"
+            and not recipe.get("early_stopping_patience"))
 
 
 def tokens_per_second_ratio(by_preset: dict, system: str) -> Optional[float]:
@@ -170,9 +182,9 @@ def cost_text(system: str, speed: dict, rows: list[dict]) -> str:
 
 
 def strongest(rows: list[dict]) -> dict:
-    """The row of the strongest evidence: a held-out test scored outside, else the most seeds, then the
-    largest dev set."""
-    return max(rows, key=lambda r: (r["scored_outside"], len(r["seeds"]), r["sentences"] or 0))
+    """The row of the strongest evidence: a held-out test scored outside, then runs trained to the end of their
+    schedule (a budget recipe) over runs stopped on the way, then the most seeds, then the largest dev set."""
+    return max(rows, key=lambda r: (r["scored_outside"], r["trained_to_budget"], len(r["seeds"]), r["sentences"] or 0))
 
 
 def fmt_delta(row: dict) -> str:
@@ -186,8 +198,10 @@ def fmt_delta(row: dict) -> str:
 
 
 def evidence_text(row: dict) -> str:
+    """Which split, which training (the external set's `budget`, where it names one) and which seeds."""
     seeds = f"seed{'s' if len(row['seeds']) > 1 else ''} {','.join(map(str, row['seeds']))}"
-    return f"{TEST_MARK if row['scored_outside'] else 'dev'}, {seeds}"
+    budget = f", {row['budget']}" if row.get("budget") else ""
+    return f"{TEST_MARK if row['scored_outside'] else 'dev'}{budget}, {seeds}"
 
 
 def has_runs(recipe_file: Path, results_dir: Path) -> bool:
@@ -215,8 +229,8 @@ def collect(recipe_files: list[Path], results_dir: Path) -> dict:
         best = strongest(mine)
         methods.append({
             "method": method.name, "paper": method.paper, "system": best["system"], "control": best["control"],
-            "strongest": {k: best[k] for k in ("recipe", "regime", "evidence", "scored_outside", "seeds", "delta",
-                                               "ci95")},
+            "strongest": {k: best.get(k) for k in ("recipe", "regime", "evidence", "scored_outside", "budget", "seeds",
+                                                   "delta", "ci95")},
             **{key: compact_regimes([r for r in mine if r["verdict"] == name]) for key, name in VERDICTS.items()},
             "train_cost_x_abs": cost_text(best["system"], speed, rows),
         })
@@ -224,7 +238,11 @@ def collect(recipe_files: list[Path], results_dir: Path) -> dict:
     return {"rows": rows, "methods": methods,
             "external_provenance": {f["issue"]: f["provenance"] for f in external if f["issue"] in shown},
             "external_scores": [dict(score, recipe=f["recipe"], split=f["split"], issue=f["issue"]) for f in external
-                                if f["issue"] in shown for score in f.get("scores", []) if "bleu_mean" in score]}
+                                if f["issue"] in shown for score in f.get("scores", [])
+                                if "bleu_mean" in score or "bleu_by_seed" in score],
+            "external_comparisons": [dict(c, recipe=f["recipe"], split=f["split"], issue=f["issue"]) for f in external
+                                     if f["issue"] in shown and f.get("budget", "").startswith("budget")
+                                     for c in f["comparisons"]]}
 
 
 def _short(regime_text: str) -> str:
@@ -250,8 +268,7 @@ def table_notes(findings: dict) -> list[str]:
     """The footnotes of the summary table: each set of held-out figures' provenance (with its absolute scores),
     then how the dev figures, the verdicts and the cost were made."""
     outside = " ".join(
-        provenance + "".join(f" `{s['system']}` on {s['recipe']}'s held-out {s['split']}: {s['bleu_mean']:.2f} ± "
-                             f"{s['bleu_std']:.2f} BLEU (seeds {','.join(map(str, s['seeds']))})."
+        provenance + "".join(f" `{s['system']}` on {s['recipe']}'s held-out {s['split']}: {score_text(s)}."
                              for s in findings.get("external_scores", []) if s["issue"] == issue)
         for issue, provenance in findings["external_provenance"].items())
     return [f"{TEST_MARK} {outside}" if outside else "",
@@ -260,6 +277,31 @@ def table_notes(findings: dict) -> list[str]:
             "Train step ×abs: `benchmarks/speed.py`'s training step time against `transformer_abs` over n = 32–512 "
             "(recipe-size model, batch 16, 1 thread); \"runs\" where it did not measure the preset: the quality "
             "runs' training tokens/s against abs's on the same recipe, a shared machine's wall clock."]
+
+
+def score_text(score: dict) -> str:
+    """A system's held-out BLEU: mean ± std over its seeds, or per seed (selected; averaged models after '/')."""
+    seeds = f"seed{'s' if len(score['seeds']) > 1 else ''} {','.join(map(str, score['seeds']))}"
+    if "bleu_mean" in score:
+        return f"{score['bleu_mean']:.2f} ± {score['bleu_std']:.2f} BLEU ({seeds})"
+    text = ", ".join(f"{b:.2f}" for b in score["bleu_by_seed"])
+    averaged = (score.get("averaged") or {}).get("bleu_by_seed")
+    if averaged:
+        text += " / averaged " + ", ".join(f"{b:.2f}" for b in averaged)
+    return f"{text} BLEU ({seeds})"
+
+
+def budget_comparison_lines(findings: dict) -> list[str]:
+    """Every comparison of the held-out sets scored on budget runs (the method rows and the budget study's pairs
+    across budgets), selected and averaged models."""
+    lines = ["| recipe | system − baseline | seeds | Δ selected [95% CI] | Δ averaged [95% CI] |", "|---|---|---|---|---|"]
+    for c in findings.get("external_comparisons", []):
+        averaged = c.get("averaged") or {}
+        lines.append(f"| {c['recipe']} ({c['split']}‡) | `{c['system']}` − `{c['baseline']}` | "
+                     f"{','.join(map(str, c['seeds']))} | {c['delta']:+.2f} [{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}] | "
+                     + (f"{averaged['delta']:+.2f} [{averaged['ci95'][0]:+.2f}, {averaged['ci95'][1]:+.2f}]"
+                        if "ci95" in averaged else "–") + " |")
+    return lines
 
 
 def row_lines(findings: dict) -> list[str]:
@@ -302,6 +344,8 @@ def results_section(findings: dict, chart: Optional[Path], results_md: Path) -> 
         lines += [f"![Δ BLEU with 95% CI per method against its control, one row per corpus]"
                   f"({os.path.relpath(chart, results_md.parent)})", ""]
     lines += ["Every method × corpus:", ""] + row_lines(findings)
+    if findings.get("external_comparisons"):
+        lines += ["", BUDGET_TABLE_HEADING + " (the budget study's pairs across budgets included):", ""] + budget_comparison_lines(findings)
     return "\n".join(lines)
 
 
@@ -316,7 +360,7 @@ def write_measured_results(findings: dict, path: Path) -> Path:
     """The rows as a Python module in the package, for the model card (`hf_syntax_mt.hub.model_card`)."""
     keys = ("method", "paper", "system", "control", "recipe", "direction", "regime", "train_pairs", "evidence",
             "scored_outside", "issue", "seeds", "delta", "ci95", "verdict")
-    rows = [{k: r[k] for k in keys} for r in findings["rows"]]
+    rows = [{**{k: r[k] for k in keys}, **({"budget": r["budget"]} if r.get("budget") else {})} for r in findings["rows"]]
     text = ('"""What each preset measured in this project (the summary of model_cards/RESULTS.md): generated by '
             '`python benchmarks/quality.py summary`, do not edit."""\n\n'
             f"EXTERNAL_PROVENANCE = {findings['external_provenance']!r}\n\n"

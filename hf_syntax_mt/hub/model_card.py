@@ -64,6 +64,7 @@ def _format_measured(preset: str, config: dict, languages: tuple) -> str:
              "| recipe | regime | control | evidence | Δ BLEU [95% CI] | verdict |", "|---|---|---|---|---|---|"]
     for r in rows:
         evidence = ("held-out test, scored outside the project" if r["scored_outside"] else "dev") + \
+            (f", {r['budget']}" if r.get("budget") else "") + \
             f", seed{'s' if len(r['seeds']) > 1 else ''} {','.join(map(str, r['seeds']))}"
         lines.append(f"| {r['recipe']} | {r['regime']} | `{r['control']}` | {evidence} | {r['delta']:+.2f} "
                      f"[{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}] | {r['verdict']} |")

@@ -44,8 +44,11 @@ def test_results_summary_and_readme_table_equal_the_result_files(recomputed):
         assert line in results, f"RESULTS.md's summary lacks or differs from: {line}"
     for line in findings.which_preset_lines(recomputed)[2:]:
         assert line in results and line in readme, f"which-preset line missing or different: {line}"
-    table_rows = [line for line in results.splitlines() if line.startswith("| ") and " − `" in line]
+    every_row, budget_table = results.split(findings.BUDGET_TABLE_HEADING)
+    table_rows = [line for line in every_row.splitlines() if line.startswith("| ") and " − `" in line]
     assert len(table_rows) == len(recomputed["rows"])  # no row that the files no longer give
+    assert findings.budget_comparison_lines(recomputed)[2:] == [
+        line for line in budget_table.splitlines() if line.startswith("| ") and " − `" in line]
     keys = ("system", "control", "recipe", "evidence", "seeds", "delta", "ci95", "verdict")
     assert [{k: r[k] for k in keys} for r in measured_results.ROWS] == [{k: r[k] for k in keys} for r in recomputed["rows"]]
 
@@ -71,6 +74,31 @@ def test_held_out_rows_are_the_external_file_and_marked_as_scored_outside():
     assert (f"`{score['system']}` on {sets[0]['recipe']}'s held-out test: {score['bleu_mean']:.2f} ± "
             f"{score['bleu_std']:.2f} BLEU (seeds 1,2,3).") in summary
     assert (RESULTS_MD.parent / findings.FOREST_PLOT).is_file()
+
+
+def test_budget_runs_scored_outside_are_the_strongest_evidence_and_say_their_budget():
+    """A held-out row of runs trained to their budget wins over one of runs stopped on the way with more seeds; its
+    cell names the budget; every comparison of the budget set (those across budgets too) is in the summary."""
+    sets = json.loads(EXTERNAL.read_text(encoding="utf-8"))["sets"]
+    (budget_set,) = [f for f in sets if f["recipe"] == "kftt.ja-en.budget"]
+    stopped = {"scored_outside": True, "trained_to_budget": False, "seeds": [1, 2, 3], "sentences": 1160}
+    budget = {"scored_outside": True, "trained_to_budget": True, "seeds": [1], "sentences": 1160,
+              "budget": budget_set["budget"]}
+    dev_budget = {"scored_outside": False, "trained_to_budget": True, "seeds": [1, 2, 3], "sentences": 5000}
+    assert findings.strongest([stopped, budget, dev_budget]) is budget
+    assert findings.evidence_text(budget) == "test‡, budget B = 6,348 updates, seed 1"
+    assert findings.evidence_text(stopped) == "test‡, seeds 1,2,3"
+    recipes = {p.stem: findings.load_recipe(p) for p in (REPO / "benchmarks" / "recipes").glob("kftt*.json")}
+    assert findings.trained_to_budget(recipes["kftt.ja-en.budget"]) and not findings.trained_to_budget(recipes["kftt.ja-en"])
+    summary = section(RESULTS_MD, "findings")
+    for c in budget_set["comparisons"]:
+        assert (f"`{c['system']}` − `{c['baseline']}` | {','.join(map(str, c['seeds']))} | {c['delta']:+.2f} "
+                f"[{c['ci95'][0]:+.2f}, {c['ci95'][1]:+.2f}] | {c['averaged']['delta']:+.2f}") in summary
+    for score in budget_set["scores"]:
+        assert f"`{score['system']}` on kftt.ja-en.budget's held-out test: {findings.score_text(score)}." in summary
+    assert findings.score_text(budget_set["scores"][0]) == "9.49, 9.29 / averaged 9.35, 9.06 BLEU (seeds 1,2)"
+    readme = section(README, "findings")
+    assert "(test‡, budget B = 6,348 updates, seeds 1,2, KFTT ja→en, 50k pairs)" in readme
 
 
 def test_external_scores_file_errors_name_the_missing_key(tmp_path):
