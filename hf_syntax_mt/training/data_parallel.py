@@ -270,7 +270,7 @@ def report_failure(err, output_dir, log_dir: Path) -> str:
     """Add torch elastic's report of a `ChildFailedError` to the launcher log in `log_dir` and return one line:
     which process failed and how (its exit status or signal), the last checkpoint and the command that resumes
     from it, and where the processes' logs are."""
-    from transformers.trainer_utils import get_last_checkpoint
+    from .run_safety import last_complete_checkpoint
 
     rank, failure = err.get_first_failure()
     how = f"was killed by {failure.signal_name()}" if failure.exitcode < 0 else f"exited with status {failure.exitcode}"
@@ -279,7 +279,7 @@ def report_failure(err, output_dir, log_dir: Path) -> str:
     if reports:
         with reports[-1].open("a", encoding="utf-8") as log:
             log.write(err.format_msg() + "\n")
-    checkpoint = get_last_checkpoint(str(output_dir)) if Path(output_dir).is_dir() else None
+    checkpoint = last_complete_checkpoint(output_dir) if Path(output_dir).is_dir() else None
     resume = (f"the last checkpoint is {checkpoint}: rerun the same command to resume from it" if checkpoint else
               "no checkpoint was saved: rerun the same command to start again")
     return f"training process {rank} (pid {failure.pid}) {how}; {resume} (the processes' output and torch elastic's " \

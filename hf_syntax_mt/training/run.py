@@ -60,7 +60,7 @@ from transformers import (
 )
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_callback import ExportableState, TrainerState
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy, get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, IntervalStrategy
 
 from ..configuration_syntax_mt import SyntaxMTConfig
 from ..fast_ops import use_huge_pages_for_large_tensors
@@ -104,7 +104,7 @@ from .arguments import (
 from .data_parallel import PROCESS_LOGS, check_processes, launch, report_failure, worker_arguments
 from .interrupt import InterruptCallback
 from .progress import RunLogCallback, resolve_default_warmup
-from .run_safety import check_checkpoint_files, locked_output_dir, resume_advice
+from .run_safety import check_checkpoint_files, last_complete_checkpoint, locked_output_dir, resume_advice
 from .threads import set_torch_threads
 from .trainer import SyntaxMTSeq2SeqTrainer, bleu_metric_fn
 
@@ -486,11 +486,41 @@ def _restore_callback_states(trainer: SyntaxMTSeq2SeqTrainer, checkpoint_state: 
         logger.info("%s restored from %s: %s", type(callback).__name__, checkpoint, state.get("attributes"))
 
 
+def _whole_record(record: Path) -> Optional[dict]:
+    """The metrics an earlier run recorded in `record` (all_results.json), or None when it wrote none, or not whole."""
+    try:
+        return json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _finish_from_checkpoint(trainer: SyntaxMTSeq2SeqTrainer, checkpoint: str, checkpoint_state: TrainerState,
+                            run_log: Optional[RunLogCallback]) -> dict:
+    """The end of a run whose `checkpoint` is at its last step, without a training step: the checkpoint's weights
+    and state (the best checkpoint's weights under `--load_best_model_at_end`, as `Trainer.train` ends), saved as
+    the final model. Returns the training metrics of the whole run (as far as `run_log` kept them)."""
+    trainer._load_from_checkpoint(checkpoint)
+    trainer.state = checkpoint_state
+    best = checkpoint_state.best_model_checkpoint
+    if trainer.args.load_best_model_at_end and best and Path(best).is_dir():
+        trainer._load_best_model()
+    metrics = {"train_runtime": 0.0, "train_steps_per_second": 0.0, "total_flos": checkpoint_state.total_flos,
+               "epoch": checkpoint_state.epoch}
+    if run_log is not None:
+        run_log.on_train_begin(trainer.args, trainer.state, trainer.control)  # the curve of the checkpoint's steps
+        metrics = run_log.whole_run_metrics(metrics, trainer.state)
+    trainer.save_model(_internal_call=True)
+    trainer.save_state()
+    return metrics
+
+
 def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
                      interrupt: Optional[InterruptCallback] = None, run_log: Optional[RunLogCallback] = None) -> dict:
-    """Train from scratch or from the output dir's last checkpoint (`--overwrite_output_dir` deletes the
-    checkpoints instead), refusing a checkpoint of another model or with a damaged file; a run that already
-    finished is loaded with its recorded metrics, not trained again. The default warm-up is scaled to the run.
+    """Train from scratch or from the output dir's last complete checkpoint (`last_complete_checkpoint`: a save
+    cut short is skipped, saying so; `--overwrite_output_dir` deletes the checkpoints instead), refusing a
+    checkpoint of another model or with a damaged file; a run that already finished is loaded with its recorded
+    metrics, not trained again, and one whose last checkpoint is at its last step is finished from it without
+    training (never past its steps). The default warm-up is scaled to the run.
     `interrupt` (one of the trainer's callbacks) catches SIGINT / SIGTERM while training: a run it stopped is
     left at its checkpoint, with no final model saved. Returns the training metrics, of the whole run after a
     resume when `run_log` (another of the callbacks) kept its log."""
@@ -498,14 +528,14 @@ def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
     record = output_dir / "all_results.json"
     checkpoint = training_args.resume_from_checkpoint
     if checkpoint is None and output_dir.is_dir():
-        checkpoint = get_last_checkpoint(str(output_dir))
-        if checkpoint and getattr(training_args, "overwrite_output_dir", False):
+        if getattr(training_args, "overwrite_output_dir", False):
             if training_args.should_save:
                 for old in output_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*"):
                     shutil.rmtree(old)
-            checkpoint = None
-        elif checkpoint:
-            logger.info("resuming from %s", checkpoint)
+        else:
+            checkpoint = last_complete_checkpoint(output_dir)
+            if checkpoint:
+                logger.info("resuming from %s", checkpoint)
     if checkpoint:
         _check_checkpoint_config(checkpoint, trainer.model.config)
         advice = resume_advice(checkpoint, output_dir)
@@ -514,18 +544,23 @@ def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
     checkpoint_state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)) if checkpoint else None
     steps_done = checkpoint_state.global_step if checkpoint else 0
     run_steps = trainer.set_initial_training_values(training_args, trainer.get_train_dataloader())[-1]
-    if checkpoint and record.is_file() and steps_done >= run_steps:
+    recorded = _whole_record(record)
+    if checkpoint and recorded is not None and steps_done >= run_steps:
         logger.warning("%s finished training at step %d in an earlier run: nothing to train; its model and %s are "
                        "kept (train longer with a larger --max_steps / --num_train_epochs, or start again with "
                        "--overwrite_output_dir)", output_dir, steps_done, record.name)
         trainer.model = trainer.model_wrapped = AutoModelForSeq2SeqLM.from_pretrained(output_dir).to(training_args.device)
         trainer.state = TrainerState.load_from_json(str(output_dir / TRAINER_STATE_NAME))
-        return json.loads(record.read_text(encoding="utf-8"))
+        return recorded
     if training_args.should_save:
         clear_call_state(tokenizer)
         tokenizer.save_pretrained(output_dir)  # a resumed run re-uses exactly this tokenizer
     if checkpoint:
         _restore_callback_states(trainer, checkpoint_state, checkpoint)
+    if checkpoint and steps_done >= run_steps:  # stopped after its last checkpoint, before its final model was whole
+        logger.warning("%s is at step %d, the end of this run (%d steps): nothing left to train; finishing the run "
+                       "from it (final model, evaluation)", checkpoint, steps_done, run_steps)
+        return _finish_from_checkpoint(trainer, checkpoint, checkpoint_state, run_log)
     resolve_default_warmup(training_args, run_steps)
     with interrupt.handling_signals() if interrupt is not None else contextlib.nullcontext():
         result = trainer.train(resume_from_checkpoint=checkpoint)

@@ -1,7 +1,9 @@
-"""What keeps a training run's output directory whole: one run at a time in it (`locked_output_dir`), and no resume
-from a checkpoint whose files are damaged (`check_checkpoint_files`).
+"""What keeps a training run's output directory whole: one run at a time in it (`locked_output_dir`), a resume from
+the last checkpoint whose save finished (`last_complete_checkpoint`), and no resume from a checkpoint whose files are
+damaged (`check_checkpoint_files`).
 
     with locked_output_dir(training_args.output_dir):  # a second run there raises OutputDirInUseError
+        checkpoint = last_complete_checkpoint(training_args.output_dir)  # says which later ones it skips, and why
         check_checkpoint_files(checkpoint, advice)    # names a damaged optimizer.pt / scheduler.pt / rng_state.pth
         trainer.train(resume_from_checkpoint=checkpoint)
 """
@@ -10,16 +12,28 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import re
 import socket
 import time
 import zipfile
 from pathlib import Path
+from typing import Optional
 
 from filelock import FileLock, Timeout
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+logger = logging.getLogger(__name__)
 
 LOCK_NAME = "_training.lock"
 """The lock file in the output dir (`Trainer.push_to_hub` uploads no `_*` file); it holds the holder's PID and host."""
+SAVING_PREFIX = "_saving-"
+"""What a save is written under before it is renamed: `_saving-checkpoint-N` becomes `checkpoint-N` once whole, and
+the final model's files are written in `_saving-model/` (`trainer.SyntaxMTSeq2SeqTrainer`). A kill while saving leaves
+such a folder; the next save of the same name replaces it. `Trainer.push_to_hub` uploads no `_*` file."""
+TRAINER_STATE = "trainer_state.json"
+"""The file of a checkpoint that the Trainer writes last: a checkpoint without it is a save cut short."""
 
 
 class OutputDirInUseError(OSError):
@@ -67,6 +81,39 @@ def _holder(path: Path) -> str:
         return f"its lock is {path}"
 
 
+def last_complete_checkpoint(output_dir) -> Optional[str]:
+    """The last `checkpoint-N` of `output_dir` whose save finished (its trainer_state.json reads), or None; the later
+    saves cut short (a `checkpoint-N` without it, a `_saving-checkpoint-N`) are skipped, named in one line with why
+    (nothing is deleted)."""
+    steps = {}
+    for path in Path(output_dir).iterdir():
+        match = re.fullmatch(rf"({re.escape(SAVING_PREFIX)})?{PREFIX_CHECKPOINT_DIR}-(\d+)", path.name)
+        if match and path.is_dir():
+            steps[path] = int(match.group(2)) - 0.5 * bool(match.group(1))  # a folder before its rename first
+    chosen, skipped = None, []
+    for path in sorted(steps, key=steps.get, reverse=True):
+        if path.name.startswith(SAVING_PREFIX):
+            skipped.append(f"{path.name} (a save cut short before its rename)")
+        elif not _reads_as_json(path / TRAINER_STATE):
+            skipped.append(f"{path.name} (its {TRAINER_STATE}, written last, is missing or incomplete: a save cut "
+                           "short)")
+        else:
+            chosen = str(path)
+            break
+    if skipped:
+        logger.warning("skipped %s; %s", ", ".join(skipped),
+                       f"resuming from {chosen}" if chosen else "no complete checkpoint: training starts from step 0")
+    return chosen
+
+
+def _reads_as_json(path: Path) -> bool:
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+        return True
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+
+
 def check_checkpoint_files(checkpoint, advice: str) -> None:
     """Raise `DamagedCheckpointError` naming the first file of `checkpoint` that resuming loads and that does not read:
     a torch file (optimizer.pt, scheduler.pt, scaler.pt, rng_state*.pth: zip archives, read whole with their CRCs) or
@@ -110,5 +157,5 @@ def _step(checkpoint: Path) -> int:
     return int(number) if number.isdigit() else -1
 
 
-__all__ = ["DamagedCheckpointError", "OutputDirInUseError", "check_checkpoint_files", "locked_output_dir",
-           "resume_advice"]
+__all__ = ["DamagedCheckpointError", "OutputDirInUseError", "SAVING_PREFIX", "check_checkpoint_files",
+           "last_complete_checkpoint", "locked_output_dir", "resume_advice"]

@@ -11,7 +11,10 @@ under data parallelism evaluates in token-budget batches too and spares DDP its 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from functools import partial
+from pathlib import Path
 from typing import Optional
 
 import torch
@@ -19,8 +22,9 @@ from accelerate.utils import DistributedDataParallelKwargs
 from torch.utils.data import DataLoader, SequentialSampler
 from transformers import Seq2SeqTrainer
 from transformers.modeling_utils import unwrap_model
+from transformers.trainer_callback import ExportableState
 from transformers.trainer_optimizer import is_optimizer_factory
-from transformers.trainer_utils import seed_worker
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SaveStrategy, rotate_checkpoints, seed_worker
 
 from ..features.batching import TokenBudgetBatchSampler, pair_lengths
 from .budget import SaveLastCheckpointsCallback
@@ -28,12 +32,11 @@ from .data_parallel import every_parameter_trained, gather_rows, prepare_prespli
 from ..inference.length_cap import with_length_cap
 from ..hub.model_card import write_model_card
 from ..features.joint_bpe import clear_call_state
+from .run_safety import SAVING_PREFIX
 
 logger = logging.getLogger(__name__)
 
 COMPONENT_LOSSES = ("token_loss", "encoder_parse_loss", "decoder_parse_loss")
-
-
 
 
 class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
@@ -48,7 +51,10 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
     - `create_model_card` writes this package's card (used by `push_to_hub`);
     - `--syntax_lr_multiplier` / `--syntax_learning_rate` give the syntax parameters their own learning rate;
     - DDP does not search for unused parameters each step when the model has none (`every_parameter_trained`),
-      unless `--ddp_find_unused_parameters` is given.
+      unless `--ddp_find_unused_parameters` is given;
+    - a checkpoint is written as `_saving-checkpoint-N` and renamed `checkpoint-N` once whole, and the final model's
+      files are each written aside and moved into place (as fairseq writes to a temporary name and renames), so a
+      kill while saving leaves the old state or the new one, never a `checkpoint-N` or a weights file cut short.
     """
 
     def __init__(self, *args, model_card_info: Optional[dict] = None, **kwargs):
@@ -232,9 +238,70 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
                                            if hasattr(load_result, "_replace") else load_result)
 
     def save_model(self, output_dir: Optional[str] = None, _internal_call: bool = False) -> None:
+        """The Trainer's `save_model`; into the output dir itself (the final model), each file is written in
+        `_saving-model/` first and then moved over the old one (`os.replace`: the old file or the new, whole)."""
         if self.processing_class is not None:
             clear_call_state(self.processing_class)  # the tokenizer saved beside the weights, without call state
-        super().save_model(output_dir, _internal_call)
+        target = Path(output_dir or self.args.output_dir)
+        if not self.args.should_save or target.resolve() != Path(self.args.output_dir).resolve():
+            return super().save_model(output_dir, _internal_call)
+        staging = target / f"{SAVING_PREFIX}model"
+        if staging.exists():
+            shutil.rmtree(staging)  # what a save cut short left
+        super().save_model(str(staging), _internal_call=True)
+        for path in sorted(staging.iterdir()):
+            os.replace(path, target / path.name)
+        staging.rmdir()
+        if self.args.push_to_hub and not _internal_call:
+            self.push_to_hub(commit_message="Model save", revision=self.args.hub_revision)
+
+    def _save_checkpoint(self, model, trial) -> None:
+        """The Trainer's checkpoint (weights, optimizer, scheduler, RNG states, trainer state), written in
+        `_saving-checkpoint-N` and renamed `checkpoint-N` once every process has written its files; a checkpoint of
+        the same step already there is replaced. Then the Trainer's push and rotation."""
+        name = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        run_dir = Path(self._get_output_dir(trial=trial))
+        final, staging = run_dir / name, run_dir / f"{SAVING_PREFIX}{name}"
+        if self.args.should_save and staging.exists():
+            shutil.rmtree(staging)  # what a save cut short left
+        self.accelerator.wait_for_everyone()
+        if self.hp_search_backend is None and trial is None:
+            self.store_flos()
+        self.save_model(str(staging), _internal_call=True)
+        best_step = self.state.best_global_step
+        if self.args.save_strategy in (SaveStrategy.STEPS, SaveStrategy.EPOCH, SaveStrategy.BEST) and best_step:
+            self.accelerator.wait_for_everyone()  # process 0 has saved the weights
+            best = run_dir / f"{PREFIX_CHECKPOINT_DIR}-{best_step}"
+            if best_step == self.state.global_step or best.exists():
+                self.state.best_model_checkpoint = str(best)
+        if not self.args.save_only_model:
+            self._save_optimizer_and_scheduler(str(staging))
+            self._save_scaler(str(staging))
+            self._save_rng_state(str(staging))
+        if self.args.should_save:
+            for callback in [*self.callback_handler.callbacks, self.control]:
+                if isinstance(callback, ExportableState):
+                    states = self.state.stateful_callbacks
+                    if isinstance(states[type(callback).__name__], list):
+                        states[type(callback).__name__].append(callback.state())
+                    else:
+                        states[type(callback).__name__] = callback.state()
+            self.state.save_to_json(str(staging / "trainer_state.json"))
+        self.accelerator.wait_for_everyone()  # every process's RNG state is written
+        if self.args.should_save:
+            if final.exists():
+                replaced = run_dir / f"{SAVING_PREFIX}{name}.replaced"
+                final.rename(replaced)
+                staging.rename(final)
+                shutil.rmtree(replaced)
+            else:
+                staging.rename(final)
+        self.accelerator.wait_for_everyone()
+        if self.args.push_to_hub:
+            self._push_from_checkpoint(str(final))
+        if self.args.should_save:
+            rotate_checkpoints(output_dir=str(run_dir), save_total_limit=self.args.save_total_limit,
+                               best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
 
     def create_model_card(self, **kwargs) -> None:
         if self.is_world_process_zero():

@@ -2,6 +2,7 @@
 process that holds it (the first keeps every checkpoint it names), and a damaged optimizer / scheduler / RNG file
 of the checkpoint to resume is named with the choices left, before anything is loaded."""
 
+import json
 import os
 import socket
 import subprocess
@@ -85,3 +86,65 @@ def test_resuming_with_a_damaged_optimizer_file_names_it_and_the_choices(damage,
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]  # nothing deleted
     # the first choice works
     assert main([*longer, "--resume_from_checkpoint", str(out / "checkpoint-2")]) == 0
+
+
+@pytest.mark.parametrize("left", ["a checkpoint without its last file", "a save before its rename"])
+def test_a_checkpoint_save_cut_short_is_skipped_in_one_line_and_the_run_resumes_from_the_one_before(left, caplog):
+    """What a kill while checkpoint-4 was written leaves (transformers writes trainer_state.json last; this package
+    writes `_saving-checkpoint-4` and renames it), and no final model: the rerun says what it skips and why, resumes
+    from checkpoint-2 and ends at step 4 with checkpoint-4 whole."""
+    out = scratch_dir("cut_short") / "out"
+    argv = train_argv(out, "--eval_strategy", "no", "--load_best_model_at_end", "false")
+    assert main(argv) == 0
+    (out / "checkpoint-4" / "trainer_state.json").unlink()
+    if left == "a save before its rename":
+        (out / "checkpoint-4").rename(out / "_saving-checkpoint-4")
+    for name in ("all_results.json", "model.safetensors", "trainer_state.json"):
+        (out / name).unlink()
+    caplog.clear()
+    assert main(argv) == 0
+    [line] = [message for message in caplog.messages if "skipped" in message]
+    why = "a save cut short before its rename" if left == "a save before its rename" else \
+        "its trainer_state.json, written last, is missing or incomplete: a save cut short"
+    assert line.endswith(f"_saving-checkpoint-4 ({why}); resuming from {out / 'checkpoint-2'}"
+                         if left == "a save before its rename" else
+                         f"checkpoint-4 ({why}); resuming from {out / 'checkpoint-2'}")
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
+    assert (out / "checkpoint-4" / "trainer_state.json").is_file() and not list(out.glob("_saving-*"))
+
+
+def test_a_checkpoint_is_written_aside_and_renamed_whole(monkeypatch):
+    """A save that stops before its end (here an error where a kill could come) leaves no checkpoint-4 for a rerun to
+    take for a whole one: only `_saving-checkpoint-4`, beside the intact checkpoint-2."""
+    from hf_syntax_mt.training.trainer import SyntaxMTSeq2SeqTrainer
+
+    def stopped_at_step_4(trainer, output_dir):
+        if trainer.state.global_step == 4:
+            raise KeyboardInterrupt("killed while saving")
+
+    monkeypatch.setattr(SyntaxMTSeq2SeqTrainer, "_save_rng_state", stopped_at_step_4)
+    out = scratch_dir("renamed") / "out"
+    model_args, data_args, training_args = tiny_args(out, "transformer_abs", eval_strategy="no",
+                                                     load_best_model_at_end=False)
+    with pytest.raises(KeyboardInterrupt):
+        train(model_args, data_args, training_args)
+    assert sorted(p.name for p in out.glob("*checkpoint-*")) == ["_saving-checkpoint-4", "checkpoint-2"]
+    assert (out / "checkpoint-2" / "trainer_state.json").is_file()
+
+
+def test_a_run_killed_while_its_final_model_was_written_finishes_without_training_past_its_steps(caplog):
+    """Its last checkpoint is at max_steps and the final model and record are not whole (here: missing): the rerun
+    finishes the run from that checkpoint at step 4 of 4, saying so, instead of training a fifth update."""
+    out = scratch_dir("final_cut_short") / "out"
+    argv = train_argv(out, "--eval_strategy", "no", "--load_best_model_at_end", "false")
+    assert main(argv) == 0
+    weights = (out / "checkpoint-4" / "model.safetensors").read_bytes()
+    for name in ("all_results.json", "model.safetensors"):
+        (out / name).unlink()
+    caplog.clear()
+    assert main(argv) == 0
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
+    err = "\n".join(caplog.messages)
+    assert f"{out / 'checkpoint-4'} is at step 4, the end of this run (4 steps): nothing left to train" in err
+    assert (out / "model.safetensors").read_bytes() == weights and (out / "all_results.json").is_file()
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
