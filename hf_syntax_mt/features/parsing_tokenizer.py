@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Optional
 
-from hf_syntax_mt.features.syntax_features import (SYNTAX_FEATURES, SyntaxFeatureProcessor, pad_syntax_feature,
-                                                   tokenizer_feature_processor)
+from hf_syntax_mt.features.syntax_features import (SYNTAX_FEATURES, SyntaxFeatureProcessor, check_same_syntax_features,
+                                                   pad_syntax_feature, tokenizer_feature_processor)
 from hf_syntax_mt.syntax.annotators import check_parser_installed
 from hf_syntax_mt.tokenization_syntax_mt import SyntaxMTTokenizer
 from transformers import BatchEncoding
@@ -144,8 +145,10 @@ class SyntaxMTParsingTokenizer(SyntaxMTTokenizer):
 
     def pad(self, encoded_inputs, *args, **kwargs) -> BatchEncoding:
         """`SyntaxMTTokenizer.pad`, and the syntax features padded to the same length on the same side with their
-        ignore values (`source_heads` -100, `source_distances` LARGE_DISTANCE; heads shifted by left padding)."""
-        if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], dict):
+        ignore values (`source_heads` -100, `source_distances` LARGE_DISTANCE; heads shifted by left padding); a list
+        of examples must all carry the same features (`ValueError` naming the feature and the example)."""
+        if isinstance(encoded_inputs, (list, tuple)) and encoded_inputs and isinstance(encoded_inputs[0], Mapping):
+            check_same_syntax_features(encoded_inputs)
             encoded_inputs = {key: [row[key] for row in encoded_inputs] for key in encoded_inputs[0]}
         names = [name for name in SYNTAX_FEATURES if name in encoded_inputs]
         if not names:

@@ -316,6 +316,7 @@ class DataCollatorForSyntaxSeq2Seq(DataCollatorForSeq2Seq):
     def __call__(self, features, return_tensors=None):
         if (return_tensors or self.return_tensors) != "pt":
             raise ValueError("DataCollatorForSyntaxSeq2Seq returns PyTorch tensors only (return_tensors='pt')")
+        check_same_syntax_features(features)
         names = [name for name in SYNTAX_FEATURES if name in features[0]]
         syntax = {name: [list(f[name]) for f in features] for name in names}
         features = [{k: v for k, v in f.items() if k not in SYNTAX_FEATURES} for f in features]
@@ -331,6 +332,19 @@ class DataCollatorForSyntaxSeq2Seq(DataCollatorForSeq2Seq):
             dtype = torch.float32 if name == "source_distances" else torch.long
             batch[name] = torch.tensor([pad_syntax_feature(name, row, length, side) for row in rows], dtype=dtype)
         return batch
+
+
+def check_same_syntax_features(examples) -> None:
+    """`ValueError` naming the feature and the example when the examples of a batch do not carry the same syntax
+    features (one parsed, another not): padding cannot make up a parse, nor drop one."""
+    carried = [[name for name in SYNTAX_FEATURES if name in example] for example in examples]
+    for number, names in enumerate(carried[1:], 1):
+        differing = [name for name in SYNTAX_FEATURES if (name in names) != (name in carried[0])]
+        if differing:
+            name = differing[0]
+            has, lacks = (number, 0) if name in names else (0, number)
+            raise ValueError(f"example {lacks} of the batch has no {name} but example {has} has: a batch pads the "
+                             f"syntax features of every example or of none (parse every example alike)")
 
 
 def pad_syntax_feature(name: str, row: list, length: int, side: str = "right") -> list:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoTokenizer, DataCollatorForSeq2Seq
 
-from hf_syntax_mt import SyntaxFeatureProcessor, SyntaxMTParsingTokenizer
+from hf_syntax_mt import DataCollatorForSyntaxSeq2Seq, SyntaxFeatureProcessor, SyntaxMTParsingTokenizer
 from hf_syntax_mt.training.run import train
 
 from training_helpers import scratch_dir, tiny_args
@@ -87,6 +87,22 @@ def test_padding_and_the_collator_pad_the_features_with_their_ignore_values(sla_
     left = tokenizer.pad([{k: v[i] for k, v in plain.items()} for i in range(2)], return_tensors="pt")
     shift = left["input_ids"].shape[1] - len(plain["input_ids"][0])
     assert left["source_heads"][0, shift:].tolist() == [h if h == -100 else h + shift for h in plain["source_heads"][0]]
+
+
+def test_a_batch_mixing_parsed_and_unparsed_examples_is_refused_naming_the_feature_and_the_example(sla_model):
+    """Never a KeyError (the parsed example first) nor the features dropped for the whole batch (the other order)."""
+    tokenizer = AutoTokenizer.from_pretrained(sla_model)
+    parsed = tokenizer(SOURCES[0])
+    with tokenizer.without_parsing():
+        plain = tokenizer(SOURCES[1])
+    for rows, message in (([parsed, plain], "example 1 of the batch has no source_heads but example 0 has"),
+                          ([plain, parsed], "example 0 of the batch has no source_heads but example 1 has")):
+        with pytest.raises(ValueError, match=message):
+            tokenizer.pad(rows, return_tensors="pt")
+        with pytest.raises(ValueError, match=message):
+            DataCollatorForSyntaxSeq2Seq(tokenizer)(rows)
+    padded = tokenizer.pad([parsed, tokenizer(SOURCES[1])], return_tensors="pt")  # parsed alike: padded alike
+    assert padded["source_heads"].shape == padded["source_distances"].shape == padded["input_ids"].shape
 
 
 def test_it_pickles_without_its_parser_and_hashes_alike_before_and_after_parsing(sla_model):
