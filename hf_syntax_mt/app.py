@@ -289,9 +289,12 @@ def launch(models: Sequence[str], *, host: str = DEFAULT_HOST, port: Optional[in
 
 
 SPACE_APP = '''"""A Hugging Face Space: the hf_syntax_mt translation page over {models}."""
+from pathlib import Path
+
 from hf_syntax_mt.app import launch
 
-launch({models!r}, host="0.0.0.0", port=7860)
+HERE = Path(__file__).resolve().parent  # the models folder is beside this file, wherever it is run from
+launch([{entries}], host="0.0.0.0", port=7860)
 '''
 
 
@@ -318,7 +321,8 @@ def export_space(models: Sequence[str], out_dir) -> Path:
                 parsers.add("ja-ginza")
         else:
             names.append(model)
-    (out / "app.py").write_text(SPACE_APP.format(models=names), encoding="utf-8")
+    entries = ", ".join(f"str(HERE / {name!r})" if name.startswith("models/") else repr(name) for name in names)
+    (out / "app.py").write_text(SPACE_APP.format(models=", ".join(names), entries=entries), encoding="utf-8")
     (out / "requirements.txt").write_text("\n".join(_space_requirements(parsers)) + "\n", encoding="utf-8")
     (out / "README.md").write_text(textwrap.dedent(f"""\
         ---

@@ -190,7 +190,7 @@ def test_export_writes_a_space_folder(models, tmp_path):
     front = readme.split("---")[1]
     assert "sdk: gradio" in front and "app_file: app.py" in front and "sdk_version:" in front
     app = (out / "app.py").read_text(encoding="utf-8")
-    assert "launch(['models/dep', 'owner/hub-model'], host=\"0.0.0.0\", port=7860)" in app
+    assert "launch([str(HERE / 'models/dep'), 'owner/hub-model'], host=\"0.0.0.0\", port=7860)" in app
     requirements = (out / "requirements.txt").read_text().split()
     names = {re.split(r"[=<>\[]", line)[0].lower() for line in requirements}
     assert {"torch", "transformers", "gradio", "ja-ginza", "matplotlib"} <= names
@@ -255,3 +255,20 @@ def test_a_model_that_cannot_parse_raw_text_is_refused_when_the_page_starts(caps
     assert main(["app", "--model", str(folder), "--port", str(_free_port())]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("hf-syntax-mt app: error: ") and "records no parser" in line
+
+
+def test_the_exported_space_finds_its_models_beside_its_own_file_from_any_folder(tmp_path):
+    """`python space/app.py` from the folder above: the page is given the models in space/models/ (here a stand-in
+    for `launch` checks each as the page's loading does, and does not serve)."""
+    from training_helpers import CHILD_ENV, trained_model
+
+    folder, _ = trained_model("transformer_abs")
+    export_space([str(folder), "owner/hub-model"], tmp_path / "space")
+    checked = ("import runpy, sys; sys.path.insert(0, 'space'); import hf_syntax_mt.app as app; "
+               "from hf_syntax_mt.inference.pipeline import model_location; "
+               "app.launch = lambda models, **_: print([model_location(m) for m in models[:1]], models[1:]); "
+               "runpy.run_path('space/app.py', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", checked], cwd=tmp_path, capture_output=True, text=True,
+                          env=CHILD_ENV, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == f"[{str(tmp_path / 'space' / 'models' / folder.name)!r}] ['owner/hub-model']"
