@@ -98,19 +98,23 @@ class Translator:
 
 
 def read_sentences(text: Optional[str], max_lines: int = MAX_LINES) -> list[str]:
-    """The non-empty lines of `text`, stripped; `AppError` for no sentence, too many, or characters a text cannot
-    hold (control characters, lone surrogates, U+FFFD from a broken encoding), naming the line."""
+    """The non-empty lines of `text`, stripped; `AppError` for no sentence or too many. (A line with a character
+    that is not text is refused alone: `check_sentence`.)"""
     if text is None or not text.strip():
         raise AppError("Type one or more sentences to translate, one a line.")
     lines = [line.strip() for line in text.splitlines()]
     sentences = [line for line in lines if line]
     if len(sentences) > max_lines:
         raise AppError(f"{len(sentences)} sentences: the page translates at most {max_lines} at a time.")
-    for number, sentence in enumerate(sentences, 1):
-        bad = next((c for c in sentence if _invalid(c)), None)
-        if bad is not None:
-            raise AppError(f"Sentence {number} holds a character that is not text (U+{ord(bad):04X}): remove it.")
     return sentences
+
+
+def check_sentence(number: int, sentence: str) -> None:
+    """`AppError` naming sentence `number` when it holds a character a text cannot hold (a control character such as
+    NUL, a lone surrogate, U+FFFD from a broken encoding)."""
+    bad = next((c for c in sentence if _invalid(c)), None)
+    if bad is not None:
+        raise AppError(f"Sentence {number} holds a character that is not text (U+{ord(bad):04X}): remove it.")
 
 
 def _invalid(character: str) -> bool:
@@ -124,8 +128,8 @@ def translate_all(translators: Sequence[Translator], sentences: Sequence[str], *
                   progress: Optional[Callable[[int, int], None]] = None) -> tuple[list[list[str]], list[str]]:
     """Rows `[number, source, one translation per model]` (with `scores`, each translation followed by its score,
     log P(translation | source) / length ** length_penalty as beam search ranks it, to 3 decimals) and the
-    messages of the lines a model could not translate (too long, not parsable: their cells are empty);
-    `progress(done, total)` after each batch. Columns: `table_headers`."""
+    messages of the lines that were not translated (a character that is not text, too long, not parsable: their
+    cells are empty); `progress(done, total)` after each batch. Columns: `table_headers`."""
     if not isinstance(beams, int) or beams < 1:
         raise AppError(f"The beam size must be a whole number of at least 1, not {beams!r}.")
     if max_new_tokens is not None and (int(max_new_tokens) != max_new_tokens or max_new_tokens < 1):
@@ -141,18 +145,28 @@ def translate_all(translators: Sequence[Translator], sentences: Sequence[str], *
         except ValueError as err:
             raise AppError(f"Length cap: {err}") from None
         generate.update(max_length_a=length_a or 0.0, max_length_b=length_b or 0.0)
-    rows = [[str(number), sentence] for number, sentence in enumerate(sentences, 1)]
-    messages, total, done = [], len(sentences) * len(translators), 0
-    for translator in translators:
-        for start in range(0, len(sentences), batch_size):
-            batch = list(sentences[start:start + batch_size])
-            outputs = translator.pipeline(batch, batch_size=batch_size, return_scores=scores, **generate)
-            for offset, out in enumerate(outputs):
-                rows[start + offset].append(out.get("translation_text", ""))
-                if scores:
-                    rows[start + offset].append(f"{out['score']:.3f}" if "score" in out else "")
+    width = 2 if scores else 1
+    rows = [[str(number), sentence, *[""] * (width * len(translators))] for number, sentence in enumerate(sentences, 1)]
+    messages, todo = [], []
+    for number, sentence in enumerate(sentences, 1):
+        try:
+            check_sentence(number, sentence)
+            todo.append(number - 1)
+        except AppError as err:
+            messages.append(str(err))
+    total, done = len(todo) * len(translators), 0
+    for model, translator in enumerate(translators):
+        cell = 2 + width * model  # the model's first column
+        for start in range(0, len(todo), batch_size):
+            batch = todo[start:start + batch_size]
+            outputs = translator.pipeline([sentences[i] for i in batch], batch_size=batch_size, return_scores=scores,
+                                          **generate)
+            for i, out in zip(batch, outputs):
+                rows[i][cell] = out.get("translation_text", "")
+                if scores and "score" in out:
+                    rows[i][cell + 1] = f"{out['score']:.3f}"
                 if "error" in out:
-                    messages.append(f"{translator.label}, sentence {start + offset + 1}: {out['error']}")
+                    messages.append(f"{translator.label}, sentence {i + 1}: {out['error']}")
             done += len(batch)
             if progress is not None:
                 progress(done, total)
@@ -235,6 +249,7 @@ def build_app(translators: Sequence[Translator]):
             sentences = read_sentences(text)
             if not 1 <= int(number) <= len(sentences):
                 raise AppError(f"Choose a sentence from 1 to {len(sentences)}.")
+            check_sentence(int(number), sentences[int(number) - 1])
             folder = Path(tempfile.mkdtemp(dir=work))
             tree, heatmap_path, said = sentence_views(translators[names.index(model)], sentences[int(number) - 1],
                                                       folder, heatmap=heatmap, layer=int(layer), head=int(head))
@@ -368,5 +383,5 @@ def _version(name: str) -> Optional[str]:
         return None
 
 
-__all__ = ["AppError", "EXAMPLE", "HEATMAPS", "MAX_LINES", "Translator", "build_app", "export_space", "launch",
-           "read_sentences", "sentence_views", "translate_all"]
+__all__ = ["AppError", "EXAMPLE", "HEATMAPS", "MAX_LINES", "Translator", "build_app", "check_sentence", "export_space",
+           "launch", "read_sentences", "sentence_views", "translate_all"]
