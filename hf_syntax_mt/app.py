@@ -129,7 +129,8 @@ def translate_all(translators: Sequence[Translator], sentences: Sequence[str], *
     """Rows `[number, source, one translation per model]` (with `scores`, each translation followed by its score,
     log P(translation | source) / length ** length_penalty as beam search ranks it, to 3 decimals) and the
     messages of the lines that were not translated (a character that is not text, too long, not parsable: their
-    cells are empty); `progress(done, total)` after each batch. Columns: `table_headers`."""
+    cells are empty) and of those translated though mostly unknown to a model; `progress(done, total)` after each
+    batch. Columns: `table_headers`."""
     if not isinstance(beams, int) or beams < 1:
         raise AppError(f"The beam size must be a whole number of at least 1, not {beams!r}.")
     if max_new_tokens is not None and (int(max_new_tokens) != max_new_tokens or max_new_tokens < 1):
@@ -167,6 +168,8 @@ def translate_all(translators: Sequence[Translator], sentences: Sequence[str], *
                     rows[i][cell + 1] = f"{out['score']:.3f}"
                 if "error" in out:
                     messages.append(f"{translator.label}, sentence {i + 1}: {out['error']}")
+                elif "warning" in out:
+                    messages.append(f"{translator.label}, sentence {i + 1}: {out['warning']} (translated anyway)")
             done += len(batch)
             if progress is not None:
                 progress(done, total)

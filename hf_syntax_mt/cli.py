@@ -336,6 +336,9 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
             for number, (best, *_) in enumerate(outputs, written.lines + 1):
                 if "error" in best:
                     progress.write(f"hf-syntax-mt translate: line {number}: {best['error']} ({empty})", file=sys.stderr)
+                elif "warning" in best:
+                    progress.write(f"hf-syntax-mt translate: line {number}: {best['warning']} (translated anyway)",
+                                   file=sys.stderr)
             with stop.held():  # a batch is written whole, and counted
                 sys.stdout.write("".join(_output_line(out, written.lines + n, args.scores)
                                          for n, n_best in enumerate(outputs) for out in n_best))

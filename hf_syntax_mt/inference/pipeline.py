@@ -16,7 +16,9 @@ an empty (or whitespace-only) line, one that is not valid text (bytes that are n
 with lone surrogates, an item of the list that is neither, such as `42`), a line longer than the model allows (`config.max_position_embeddings` tokens),
 or a line the parser cannot handle (e.g. a text missing from a `PreParsedAnnotator`), gives
 `{"translation_text": "", "error": "..."}` and one logged warning with its line number (1-based, as
-editors number lines: the first input is line 1). A parser that is not installed raises `ImportError`
+editors number lines: the first input is line 1). A line whose subwords are mostly unknown to the model (the
+tokenizer's `unk_token`: characters it was not trained on, such as another script or emoji) is translated, and
+its output says so in `"warning"` (logged too). A parser that is not installed raises `ImportError`
 saying what to install when the pipeline is built; a model directory without a tokenizer raises
 `ValueError`; a damaged (truncated, overwritten) weights file raises `DamagedModelFileError` naming it.
 """
@@ -268,9 +270,12 @@ class SyntaxTranslationPipeline(Pipeline):
         # verbose=False: the line's own message below, not transformers' "Token indices sequence length ..."
         with plain_encoding(self.tokenizer):
             encoded = self.tokenizer([texts[i] for i in keep], verbose=False)["input_ids"] if keep else []
+        notes = {}
         for i, ids in zip(keep, encoded):
             if len(ids) > limit:
                 errors[i] = f"{len(ids)} tokens, more than the model allows (max_position_embeddings={limit})"
+            elif (note := self._unknown_note(ids)) is not None:
+                notes[i] = note
         keep = [i for i in keep if i not in errors]
         if self.needs_parser and annotations is None:
             if self.annotator is None:
@@ -291,7 +296,23 @@ class SyntaxTranslationPipeline(Pipeline):
             model_inputs = dict(self.processor([texts[i] for i in keep], annotations=parsed, return_tensors="pt"))
         for i, message in sorted(errors.items()):
             logger.warning("line %d: %s; its translation is left empty", offset + i + 1, message)
-        return {"model_inputs": model_inputs, "keep": keep, "size": len(texts), "errors": errors}
+        notes = {i: note for i, note in notes.items() if i in keep}
+        for i, note in sorted(notes.items()):
+            logger.warning("line %d: %s (translated anyway)", offset + i + 1, note)
+        return {"model_inputs": model_inputs, "keep": keep, "size": len(texts), "errors": errors, "notes": notes}
+
+    def _unknown_note(self, ids: list[int]) -> Optional[str]:
+        """What to say of a line whose subwords `ids` are mostly the tokenizer's unknown token, else None."""
+        unknown = self.tokenizer.unk_token_id
+        if unknown is None:
+            return None
+        special = set(self.tokenizer.all_special_ids) - {unknown}
+        subwords = [token for token in ids if token not in special]
+        count = sum(token == unknown for token in subwords)
+        if 2 * count <= len(subwords):
+            return None
+        return (f"{count} of its {len(subwords)} subwords are unknown to this model ({self.tokenizer.unk_token}: "
+                "characters it was not trained on), so its translation says little")
 
     def _cut_at_parser_words(self, texts, errors):
         """A model trained on space-segmented CJK text (`source_spacing="segmented"`) reads an unsegmented
@@ -385,6 +406,9 @@ class SyntaxTranslationPipeline(Pipeline):
         for i, message in batch["errors"].items():
             for record in out[i]:
                 record["error"] = message
+        for i, note in batch["notes"].items():
+            for record in out[i]:
+                record["warning"] = note
         return [alternatives[0] if k == 1 else alternatives for alternatives in out]
 
     def __call__(self, inputs: Union[str, bytes, Sequence[Union[str, bytes]]], *, batch_size: Optional[int] = None,

@@ -287,3 +287,30 @@ def test_the_exported_space_finds_its_models_beside_its_own_file_from_any_folder
                           env=CHILD_ENV, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == f"[{str(tmp_path / 'space' / 'models' / folder.name)!r}] ['owner/hub-model']"
+
+
+def test_a_line_mostly_unknown_to_the_model_is_translated_with_a_note(tmp_path, capsys):
+    """Emoji, Arabic, Hebrew to a model of the synthetic corpus: translated, and said so in the pipeline's output,
+    the page's messages and `translate`'s stderr; a line the model knows gets no note."""
+    from transformers import pipeline
+
+    from hf_syntax_mt.cli import main
+    from training_helpers import trained_model
+
+    folder = str(trained_model("transformer_abs")[0])
+    sentences = ["the dog slept .", "😀😀😀", "مرحبا بالعالم", "שלום עולם"]
+    outputs = pipeline("syntax-translation", model=folder)(sentences, max_new_tokens=4)
+    assert ["warning" in out for out in outputs] == [False, True, True, True]
+    assert all("error" not in out for out in outputs)
+    assert outputs[1]["warning"] == ("3 of its 4 subwords are unknown to this model (<unk>: characters it was not "
+                                     "trained on), so its translation says little")
+    _, messages = translate_all([Translator.load(folder)], sentences, beams=1, max_new_tokens=4)
+    assert [m.split(":")[0] for m in messages] == [f"transformer_abs, sentence {n}" for n in (2, 3, 4)]
+    assert all(m.endswith("so its translation says little (translated anyway)") for m in messages)
+    (tmp_path / "input.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["translate", "--model", folder, "--max-new-tokens", "4", str(tmp_path / "input.txt")]) == 0
+    printed = capsys.readouterr()
+    assert len(printed.out.splitlines()) == 4
+    assert [line.split(":")[1] for line in printed.err.splitlines()] == [" line 2", " line 3", " line 4"]
+    assert all(line.endswith("(translated anyway)") for line in printed.err.splitlines())
