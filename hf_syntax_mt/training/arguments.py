@@ -150,6 +150,14 @@ def launched_rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
 
+class DefaultSaveSteps(float):
+    """The default of `--save_steps` (transformers' 500): a value the user did not give, so the default save
+    strategy stays `epoch`; any number given (500 included) is a plain float and makes it `steps`."""
+
+
+DEFAULT_SAVE_STEPS = DefaultSaveSteps(500)
+
+
 @dataclass
 class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
     """`Seq2SeqTrainingArguments` with the package's recipe as defaults (all overridable):
@@ -174,7 +182,16 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
     )
     predict_with_generate: bool = field(default=True, metadata={"help": "Evaluate by generating (BLEU/chrF)"})
     eval_strategy: IntervalStrategy | str = field(default="epoch", metadata={"help": "When to evaluate (no evaluation without dev data)"})
-    save_strategy: SaveStrategy | str = field(default="epoch", metadata={"help": "When to save checkpoints"})
+    save_strategy: SaveStrategy | str = field(
+        default=None,
+        metadata={"help": "When to save checkpoints: no, steps, epoch or best. Default: epoch, or steps when "
+                  "--save_steps is given (a save interval means steps, as in transformers' run_translation.py)"},
+    )
+    save_steps: float = field(
+        default=DEFAULT_SAVE_STEPS,
+        metadata={"help": "Save a checkpoint every N updates (a number < 1: a share of the run); given without "
+                  "--save_strategy, it saves by steps. Default: 500"},
+    )
     save_total_limit: Optional[int] = field(default=2, metadata={"help": "Checkpoints kept (the best is never deleted)"})
     load_best_model_at_end: bool = field(default=True, metadata={"help": "Keep the best checkpoint by metric_for_best_model"})
     metric_for_best_model: Optional[str] = field(default="bleu", metadata={"help": "Metric that picks the best checkpoint"})
@@ -226,14 +243,17 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
     save_last_span: float = field(default=0.25, metadata={"help": "Share of the budget --save_last_checkpoints covers"})
 
     def __post_init__(self):
-        """The recipe saves and evaluates each epoch to keep the best checkpoint; when only one of
-        `eval_strategy` / `save_strategy` is changed, the other follows it (best-checkpoint
-        selection needs a checkpoint at every evaluation), and `eval_strategy="no"` turns it off.
+        """The recipe saves and evaluates each epoch to keep the best checkpoint; `--save_steps` without
+        `--save_strategy` saves by steps; when only one of `eval_strategy` / `save_strategy` is changed, the other
+        follows it (best-checkpoint selection needs a checkpoint at every evaluation), and `eval_strategy="no"`
+        turns it off.
         `--bf16` on a machine without a GPU trains on the CPU (sets `use_cpu`), and so do processes that a launcher
         (`--processes`, `torchrun`) started on such a machine: they are data-parallel CPU processes."""
         def value(strategy):
             return str(getattr(strategy, "value", strategy))
 
+        if self.save_strategy is None:
+            self.save_strategy = "epoch" if isinstance(self.save_steps, DefaultSaveSteps) else "steps"
         if self.load_best_model_at_end:
             eval_strategy, save_strategy = value(self.eval_strategy), value(self.save_strategy)
             if eval_strategy == "no":

@@ -137,6 +137,21 @@ def test_changing_one_of_eval_and_save_strategy_keeps_best_checkpoint_selection(
     assert SyntaxMTTrainingArguments(output_dir=str(tmp_path)).save_strategy == "epoch"
 
 
+def test_a_save_interval_given_alone_saves_by_steps(tmp_path):
+    """`--save_steps 100` without `--save_strategy` means steps, as in transformers' run_translation.py (evaluation
+    follows, for the best checkpoint); a strategy given, or no interval, keeps its meaning."""
+    from hf_syntax_mt.training.arguments import train_argument_parser
+
+    parser = train_argument_parser()
+    for argv, strategy, every in ((["--save_steps", "100"], "steps", 100), ([], "epoch", None),
+                                  (["--save_steps", "100", "--save_strategy", "epoch"], "epoch", None)):
+        _, _, training_args, *_ = parser.parse_args_into_dataclasses(["--output_dir", str(tmp_path), *argv],
+                                                                  return_remaining_strings=True)
+        assert training_args.save_strategy == training_args.eval_strategy == strategy
+        assert every is None or training_args.save_steps == training_args.eval_steps == every
+    assert SyntaxMTTrainingArguments(output_dir=str(tmp_path), save_steps=100).save_strategy == "steps"
+
+
 def test_inverse_sqrt_schedule_with_warmup():
     """lr_scheduler_type='inverse_sqrt': linear warm-up to the peak at W, then peak * sqrt(W / step)."""
     optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
