@@ -10,7 +10,8 @@
 3. prints dev BLEU / chrF (greedy) per preset, translates the dev set with
    `pipeline("syntax-translation", model=dir)`, passing the pre-parsed annotations as users with
    pre-parsed data would (`annotator=PreParsedAnnotator.from_conllu(...)`), and shows the first dev
-   sentences that the presets translate differently, with their reference.
+   sentences that the presets translate differently, with their reference;
+4. says where the models are and the commands that use them next (translate, the page, the pipeline).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import contextlib
 import io
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -177,7 +179,23 @@ def run_demo(
             print(f"  {preset:<28}{mark} {translations[preset][k]}")
     (out_dir / "demo_results.json").write_text(json.dumps(results, indent=1), encoding="utf-8")
     print(f"\ntotal {time.time() - start:.0f} s on {torch.get_num_threads()} threads; results in {out_dir}/demo_results.json")
+    print(next_steps([results[preset]["output_dir"] for preset in presets], dev_src[0]))
     return results
+
+
+def next_steps(models: Sequence[str], sentence: str) -> str:
+    """Where the demo's models are and the commands that use them (the last model translates; the page shows the
+    last two side by side)."""
+    model, shown = shlex.quote(models[-1]), " ".join(f"--model {shlex.quote(m)}" for m in models[-2:])
+    call = (f"import hf_syntax_mt; from transformers import pipeline; print(pipeline(\"syntax-translation\", "
+            f"model={json.dumps(models[-1], ensure_ascii=False)})([{json.dumps(sentence, ensure_ascii=False)}]))")
+    return "\n".join([
+        "models: " + ", ".join(models) + " (they translate raw sentences of the demo's grammar)",
+        "next:",
+        f"  echo {shlex.quote(sentence)} | hf-syntax-mt translate --model {model}",
+        f"  hf-syntax-mt app {shown}    # then open http://127.0.0.1:7860",
+        f"  python -c {shlex.quote(call)}",
+    ])
 
 
 def main(argv: Optional[Sequence[str]] = None) -> dict:

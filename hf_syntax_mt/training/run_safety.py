@@ -48,8 +48,10 @@ class DamagedCheckpointError(ValueError):
 def locked_output_dir(output_dir, enabled: bool = True):
     """Hold `<output_dir>/_training.lock` for the block (the OS releases it if the process dies), so that a second run
     started into the same directory stops at once with `OutputDirInUseError` naming the process that holds it, instead
-    of resuming from a checkpoint in progress and deleting checkpoints the first run still names. `enabled=False`
-    (processes that do not write the output dir under data parallelism) holds nothing."""
+    of resuming from a checkpoint in progress and deleting checkpoints the first run still names. The lock file is
+    removed when the block ends (filelock then takes a contender's lock on the removed file for none), so a finished
+    model folder holds none. `enabled=False` (processes that do not write the output dir under data parallelism)
+    holds nothing."""
     if not enabled:
         yield
         return
@@ -69,6 +71,7 @@ def locked_output_dir(output_dir, enabled: bool = True):
         path.write_text(json.dumps(holder) + "\n", encoding="utf-8")
         yield
     finally:
+        path.unlink(missing_ok=True)  # while held: a contender that opened it finds it removed and tries again
         lock.release()
 
 

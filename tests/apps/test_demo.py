@@ -4,6 +4,7 @@ what it prints."""
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 from hf_syntax_mt.demo import run_demo
 
@@ -51,6 +52,26 @@ def test_demo_shows_where_the_presets_differ_without_log_dicts(capsys):
         assert names == list(results)
         texts = {line[len("  ") + 28 + 2:] for line in outputs}
         assert len(texts) == 2  # the two presets' translations differ
+
+
+def test_the_demo_ends_with_its_models_and_the_next_commands_which_work(capsys):
+    """Its last lines name the two models and give translate, app and the pipeline call with their paths; the
+    translate and pipeline lines run as printed (in the shell, with this environment's commands); no model folder
+    keeps the training lock file."""
+    out = scratch_dir("demo")
+    run_demo(out, presets=["transformer_abs", "transformer_dep_rel"], n_train=16, n_dev=4, max_steps=2, batch_size=8,
+             vocab_size=200, model=dict(d_model=32, encoder_ffn_dim=64, decoder_ffn_dim=64), samples=1)
+    models = [out / "transformer_abs", out / "transformer_dep_rel"]
+    models_line, next_line, translate, app, call = capsys.readouterr().out.rstrip().splitlines()[-5:]
+    assert models_line.startswith(f"models: {models[0]}, {models[1]}") and next_line == "next:"
+    assert translate.endswith(f"| hf-syntax-mt translate --model {models[1]}")
+    assert app.startswith(f"  hf-syntax-mt app --model {models[0]} --model {models[1]}")
+    assert f'pipeline("syntax-translation", model="{models[1]}")' in call
+    env = dict(CHILD_ENV, PATH=f"{Path(sys.executable).parent}:{CHILD_ENV['PATH']}")
+    for command in (translate, call):
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0 and done.stdout.strip() and "error" not in done.stderr.lower(), done.stderr[-2000:]
+    assert not [path for model in models for path in model.iterdir() if path.name.endswith(".lock")]
 
 
 def test_demo_interrupted_stops_with_one_line_and_the_same_command_resumes(tmp_path):

@@ -62,9 +62,11 @@ def test_a_second_run_into_a_busy_output_dir_exits_2_and_the_first_keeps_its_che
     assert all((out / name / "trainer_state.json").is_file() for name in checkpoints)
     assert os.path.basename(state.best_model_checkpoint) in checkpoints
     assert (out / "all_results.json").is_file() and (out / "model.safetensors").is_file()
-    # the lock goes with the run: the same command now finds the run finished
-    assert (out / LOCK_NAME).is_file()
+    # the lock goes with the run, its file too (no _training.lock in the finished model): the same command now
+    # finds the run finished
+    assert not (out / LOCK_NAME).exists()
     assert main(train_argv(out)) == 0
+    assert not (out / LOCK_NAME).exists()
 
 
 @pytest.mark.parametrize("damage", ["random bytes", "truncated"])
