@@ -272,8 +272,6 @@ def report_failure(err, output_dir, log_dir: Path) -> str:
     from it, and where the processes' logs are."""
     from .run_safety import last_complete_checkpoint
 
-    rank, failure = err.get_first_failure()
-    how = f"was killed by {failure.signal_name()}" if failure.exitcode < 0 else f"exited with status {failure.exitcode}"
     reports = sorted(Path(log_dir).glob(f"*/{LAUNCHER_LOG}"))  # the newest: this run's (named by its start)
     logs = reports[-1].parent if reports else log_dir
     if reports:
@@ -282,9 +280,15 @@ def report_failure(err, output_dir, log_dir: Path) -> str:
     checkpoint = last_complete_checkpoint(output_dir) if Path(output_dir).is_dir() else None
     resume = (f"the last checkpoint is {checkpoint}: rerun the same command to resume from it" if checkpoint else
               "no checkpoint was saved: rerun the same command to start again")
-    return f"training process {rank} (pid {failure.pid}) {how}; {resume} (the processes' output and torch elastic's " \
-           f"report: {logs})"
+    return f"{failed_process(err)}; {resume} (the processes' output and torch elastic's report: {logs})"
+
+
+def failed_process(err) -> str:
+    """'training process 1 (pid 123) was killed by SIGINT' (or 'exited with status 1') of a `ChildFailedError`."""
+    rank, failure = err.get_first_failure()
+    how = f"was killed by {failure.signal_name()}" if failure.exitcode < 0 else f"exited with status {failure.exitcode}"
+    return f"training process {rank} (pid {failure.pid}) {how}"
 
 
 __all__ = ["PROCESS_LOGS", "PROCESSES_HELP", "available_cores", "check_processes", "every_parameter_trained",
-           "gather_rows", "launch", "prepare_presplit", "report_failure", "token_share", "worker_arguments"]
+           "failed_process", "gather_rows", "launch", "prepare_presplit", "report_failure", "token_share", "worker_arguments"]

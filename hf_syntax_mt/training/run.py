@@ -101,7 +101,7 @@ from .arguments import (
     require_at_least,
     train_argument_parser,
 )
-from .data_parallel import PROCESS_LOGS, check_processes, launch, report_failure, worker_arguments
+from .data_parallel import PROCESS_LOGS, check_processes, failed_process, launch, report_failure, worker_arguments
 from .interrupt import InterruptCallback
 from .progress import RunLogCallback, resolve_default_warmup
 from .run_safety import check_checkpoint_files, last_complete_checkpoint, locked_output_dir, resume_advice
@@ -723,21 +723,36 @@ def _train_summary(model_args, data_args, arguments_class, settings: dict, train
 def train_with_processes(argv: list[str], processes: int, threads: Optional[int], training_args, data_args) -> int:
     """`hf-syntax-mt-train ... --processes N`: check the setting, run `main` in N processes
     (`data_parallel.launch`) on `worker_arguments(argv)` and return process 0's exit status (1 when a process failed, 128 + the
-    signal when the launcher was stopped by one)."""
+    signal when the launcher was stopped by one; 0, saying so, when that came only after the run had finished)."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
     check_processes(processes, threads, training_args, data_args)
     logger.info("training with %d data-parallel processes, %d torch thread(s) each", processes, threads or 1)
     log_dir = Path(training_args.output_dir) / PROCESS_LOGS
+    start = time.time()
     try:
         return launch(main, worker_arguments(argv, training_args), processes=processes, threads=threads or 1,
                       log_dir=log_dir)
-    except ChildFailedError as err:
+    except (ChildFailedError, SignalException) as err:
+        stopped = failed_process(err) if isinstance(err, ChildFailedError) else \
+            f"the launcher was stopped by {signal.Signals(int(err.sigval)).name}"
+        if _finished_since(training_args.output_dir, start):  # e.g. Ctrl-C while the processes were exiting
+            print(f"hf-syntax-mt-train: the run finished: {training_args.output_dir} holds its model and its "
+                  f"all_results.json; {stopped} only after that (nothing to resume)", file=sys.stderr)
+            return 0
+        if isinstance(err, SignalException):
+            return 128 + int(err.sigval)
         print(f"hf-syntax-mt-train: error: {report_failure(err, training_args.output_dir, log_dir)}", file=sys.stderr)
         return 1
-    except SignalException as err:
-        return 128 + int(err.sigval)
+
+
+def _finished_since(output_dir, since: float) -> bool:
+    """Whether a run into `output_dir` finished after `since`: its all_results.json whole and written since, and its
+    model card (the last file a run writes) written after it."""
+    record, card = Path(output_dir) / "all_results.json", Path(output_dir) / "README.md"
+    return (_whole_record(record) is not None and record.stat().st_mtime >= since and card.is_file()
+            and card.stat().st_mtime >= record.stat().st_mtime)
 
 
 def main(argv: Optional[list[str]] = None, prog: Optional[str] = None) -> int:

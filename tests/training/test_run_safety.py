@@ -150,3 +150,33 @@ def test_a_run_killed_while_its_final_model_was_written_finishes_without_trainin
     assert f"{out / 'checkpoint-4'} is at step 4, the end of this run (4 steps): nothing left to train" in err
     assert (out / "model.safetensors").read_bytes() == weights and (out / "all_results.json").is_file()
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+
+
+@pytest.mark.parametrize("finished", [True, False])
+def test_a_process_stopped_after_a_data_parallel_run_finished_says_the_run_finished(finished, monkeypatch, capsys):
+    """Ctrl-C reaching a `--processes 2` run while its processes exit, after the run saved everything: the command
+    says the run finished and exits 0 (it said "rerun to resume", exit 1, and the rerun found nothing to train). Here
+    the processes are this one (the run trained in it, or not at all) and then process 1 "dies of SIGINT"."""
+    import signal
+
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    from hf_syntax_mt.training import run
+
+    def launched(entrypoint, worker_argv, **settings):
+        if finished:
+            assert entrypoint(worker_argv) == 0
+        raise ChildFailedError("main", {1: ProcessFailure(local_rank=1, pid=4321, exitcode=-signal.SIGINT,
+                                                           error_file="no error file")})
+
+    monkeypatch.setattr(run, "launch", launched)
+    out = scratch_dir("finished_then_stopped") / "out"
+    capsys.readouterr()
+    returned = main(train_argv(out, "--eval_strategy", "no", "--load_best_model_at_end", "false", "--processes", "2"))
+    last = capsys.readouterr().err.rstrip().splitlines()[-1]
+    if finished:
+        assert returned == 0, last
+        assert last == (f"hf-syntax-mt-train: the run finished: {out} holds its model and its all_results.json; "
+                        "training process 1 (pid 4321) was killed by SIGINT only after that (nothing to resume)")
+    else:
+        assert returned == 1 and "was killed by SIGINT; no checkpoint was saved: rerun the same command" in last
