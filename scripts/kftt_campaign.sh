@@ -2,7 +2,8 @@
 # The KFTT budget campaign (issue 73): its queue of runs, trained outside the work tree, one session after another.
 #
 #   bash scripts/kftt_campaign.sh start    # clone this checkout to $CAMPAIGN once, set it up, start or resume the
-#                                          # queue in the background (2 processes, fp32), log under $RUNS
+#                                          # queue in the background (2 processes, fp32), log under $RUNS; one
+#                                          # queue at a time ($RUNS/campaign.lock, held from setup to the queue's end)
 #   bash scripts/kftt_campaign.sh status   # the run now training: its step, learning rate, tune BLEU so far
 #   bash scripts/kftt_campaign.sh stop     # SIGINT: the run saves a checkpoint, which the next `start` resumes from
 #   bash scripts/kftt_campaign.sh collect  # copy the finished runs' results (JSON, translations, training log) from
@@ -20,19 +21,26 @@ RECIPE=benchmarks/recipes/kftt.ja-en.budget.json
 QUEUE=("transformer_dep_labeled_rel@4B 1")   # "preset seed", in order: what is left of the issue's queue (issue 92)
 export CAMPAIGN HF_SYNTAX_MT_RUNS=$RUNS HF_HUB_OFFLINE=1
 
-queue_pid() { pgrep -f "kftt_campaign.sh _queue" | head -1 || true; }
+queue_pid() {  # the queue of this $CAMPAIGN: its bash runs there
+    local pid
+    for pid in $(pgrep -f "kftt_campaign.sh _queue" || true); do
+        if [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$(readlink -f "$CAMPAIGN")" ]; then echo "$pid"; return; fi
+    done
+}
 
 case "${1:-}" in
 start)
-    if [ -n "$(queue_pid)" ]; then
-        echo "kftt_campaign: the queue is already running (pid $(queue_pid))"; exit 0
+    mkdir -p "$RUNS"
+    exec 9>> "$RUNS/campaign.lock"   # the queue started below inherits it: the lock lasts as long as the queue
+    if ! flock -n 9 || [ -n "$(queue_pid)" ]; then
+        pid=$(queue_pid)
+        echo "kftt_campaign: the queue of $CAMPAIGN is already running${pid:+ (pid $pid)} or starting"; exit 0
     fi
     if [ ! -d "$CAMPAIGN/.git" ]; then
         git clone -q "$(dirname "$(dirname "$SCRIPT")")" "$CAMPAIGN"
     fi
     cd "$CAMPAIGN"
     [ -x .venv/bin/python ] || bash scripts/setup.sh
-    mkdir -p "$RUNS"
     log="$RUNS/campaign.$(date -u +%Y%m%dT%H%M%SZ).log"
     setsid nohup bash "$SCRIPT" _queue > "$log" 2>&1 < /dev/null &   # this file: the clone may predate it
     echo "kftt_campaign: queue started from $CAMPAIGN at $(git log --oneline -1); log: $log"

@@ -1,0 +1,56 @@
+"""`scripts/kftt_campaign.sh start` runs one queue at a time: a second `start` while the first one sets up (or while
+its queue runs) starts none. The campaign here is a stand-in: a git folder whose `scripts/setup.sh` takes a while and
+whose `.venv/bin/python` only sleeps; its queues are found by their folder and ended by their process group."""
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+psutil = pytest.importorskip("psutil")
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "kftt_campaign.sh"
+
+
+def _queues(campaign: Path) -> list:
+    """The queue processes of the stand-in campaign (their bash runs in its folder)."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "cwd"]):
+        if "_queue" in (process.info["cmdline"] or []) and process.info["cwd"] == str(campaign):
+            found.append(process)
+    return found
+
+
+def test_a_second_start_during_the_first_ones_setup_starts_no_second_queue(tmp_path):
+    campaign, runs = tmp_path / "campaign", tmp_path / "runs"
+    (campaign / "scripts").mkdir(parents=True)
+    (campaign / "scripts" / "setup.sh").write_text(
+        "touch setup_started\nsleep 3\nmkdir -p .venv/bin\n"
+        "printf '#!/bin/sh\\nexec sleep 60\\n' > .venv/bin/python\nchmod +x .venv/bin/python\n")
+    subprocess.run(["git", "init", "-q", str(campaign)], check=True)
+    subprocess.run(["git", "-C", str(campaign), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "stand-in"], check=True)
+    env = dict(os.environ, CAMPAIGN=str(campaign), HF_SYNTAX_MT_RUNS=str(runs))
+    command = ["bash", str(SCRIPT), "start"]
+    try:
+        first = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(300):
+            if (campaign / "setup_started").exists():
+                break
+            time.sleep(0.1)
+        second = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        assert first.wait(timeout=60) == 0 and second.returncode == 0
+        assert second.stdout.strip() == f"kftt_campaign: the queue of {campaign} is already running or starting"
+        assert "queue started" in first.stdout.read()
+        time.sleep(1)
+        assert len(_queues(campaign)) == 1
+        third = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)  # while it runs
+        [queue] = _queues(campaign)
+        assert third.stdout.strip() == (f"kftt_campaign: the queue of {campaign} is already running "
+                                        f"(pid {queue.pid}) or starting")
+    finally:
+        for queue in _queues(campaign):
+            os.killpg(os.getpgid(queue.pid), signal.SIGKILL)
