@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 import torch
+from huggingface_hub import HfApi
 from huggingface_hub import constants as hub_constants
+from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
@@ -47,15 +49,18 @@ from .length_cap import check_length_cap, with_length_cap
 logger = logging.getLogger(__name__)
 
 TASK = "syntax-translation"
+HUB_LOOKUP_TIMEOUT = 10
+"""Seconds `model_location` waits for the Hub to say whether a name that is no folder is a model there."""
 
 
 def model_location(name: str, what: str = "model") -> str:
     """`name` when it is a directory (a model's files checked: `check_model_files`, so a folder without
     config.json or with a damaged weights file says so); a name that
-    could be a Hub repo id (`repo` or `owner/repo`) when online, after logging that no such directory
-    exists; else `FileNotFoundError("no model directory ...")`, before transformers' Hub lookup (which says
-    "Repo id must be in the form..." or retries for half a minute). `owner/repo` where `owner` is a local
-    directory is a mistyped local path."""
+    could be a Hub repo id (`repo` or `owner/repo`) when online and the Hub knows it (one lookup of at most
+    `HUB_LOOKUP_TIMEOUT` seconds), after logging that no such directory exists; else
+    `FileNotFoundError("no model directory ...")`, naming the missing folder first and then why the Hub did not
+    help (no such repo, or no answer), before transformers' Hub lookup (which says "Repo id must be in the form..."
+    or retries for half a minute). `owner/repo` where `owner` is a local directory is a mistyped local path."""
     path = Path(name).expanduser()
     if path.is_dir():
         if what == "model":
@@ -68,6 +73,16 @@ def model_location(name: str, what: str = "model") -> str:
     if path.exists() or not could_be_hub_id or hub_constants.HF_HUB_OFFLINE:
         raise FileNotFoundError(f"no {what} directory {name}")
     logger.warning("no %s directory %s; trying it as a Hugging Face Hub repo id", what, name)
+    try:
+        HfApi().model_info(name, timeout=HUB_LOOKUP_TIMEOUT)
+    except RepositoryNotFoundError:
+        raise FileNotFoundError(f"no {what} directory {name}, nor a model {name} on the Hugging Face Hub (a private "
+                                "one needs `hf auth login`)") from None
+    except HfHubHTTPError:
+        pass  # the Hub answered (e.g. a gated model): from_pretrained says what it needs
+    except Exception as err:  # no answer (name resolution, connection, timeout: the HTTP client's errors)
+        raise FileNotFoundError(f"no {what} directory {name}, and the Hugging Face Hub could not be reached to look "
+                                f"it up there ({type(err).__name__}: {err}); offline, give a local folder") from None
     return name
 
 

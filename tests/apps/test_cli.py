@@ -171,6 +171,40 @@ def test_translate_names_a_missing_model_directory_first(capsys, monkeypatch):
                                        "local folder out, so it is no Hub repo id)\n")
 
 
+def test_a_name_that_is_no_folder_is_answered_at_once_naming_the_folder_then_the_hub(capsys, monkeypatch):
+    """`app --model no_such_dir` online: one Hub lookup, no half minute of retries; the line names the missing folder
+    first, then why the Hub did not help (no answer, or no such model). The Hub is stood in for: tests stay offline."""
+    import httpx2
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.chdir(scratch_dir("cli"))
+    lookups = []
+
+    def unreachable(api, name, timeout=None):
+        lookups.append((name, timeout))
+        raise httpx2.ConnectError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(HfApi, "model_info", unreachable)
+    for command in ("app", "translate"):
+        assert main([command, "--model", "no_such_dir"]) == 2
+        assert capsys.readouterr().err == (
+            f"hf-syntax-mt {command}: error: no model directory no_such_dir, and the Hugging Face Hub could not be "
+            "reached to look it up there (ConnectError: [Errno -2] Name or service not known); offline, give a local "
+            "folder\n")
+    assert lookups == [("no_such_dir", 10)] * 2
+
+    def unknown(api, name, timeout=None):
+        answer = httpx2.Response(404, request=httpx2.Request("GET", f"https://huggingface.co/api/models/{name}"))
+        raise RepositoryNotFoundError("404 Client Error: Repository Not Found", response=answer)
+
+    monkeypatch.setattr(HfApi, "model_info", unknown)
+    assert main(["app", "--model", "no_such_dir"]) == 2
+    assert capsys.readouterr().err == ("hf-syntax-mt app: error: no model directory no_such_dir, nor a model no_such_dir "
+                                       "on the Hugging Face Hub (a private one needs `hf auth login`)\n")
+
+
 def test_a_model_folder_without_config_json_is_named(tmp_path, capsys):
     (tmp_path / "in.txt").write_text("a sentence\n")
     for argv in (["translate", "--model", str(tmp_path), str(tmp_path / "in.txt")],
