@@ -20,6 +20,7 @@ rest is plain Python over the `syntax-translation` pipeline, tested without a br
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 import textwrap
@@ -302,7 +303,15 @@ def launch(models: Sequence[str], *, host: str = DEFAULT_HOST, port: Optional[in
     if not 1 <= len(models) <= 2:
         raise AppError(f"give one or two models (--model DIR), not {len(models)}")
     page = build_app([Translator.load(model, device) for model in models])
-    page.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=not block, show_error=False)
+    try:
+        page.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=not block, show_error=False)
+    except OSError as err:  # gradio's advice names its own settings (GRADIO_SERVER_PORT, server_port)
+        ports = re.search(r"empty port in range: (\d+)-(\d+)", str(err))
+        if ports is None:
+            raise
+        first, last = ports.groups()
+        busy = f"port {first} on {host} is in use" if first == last else f"ports {first} to {last} on {host} are in use"
+        raise AppError(f"{busy}: give a free one with --port") from None
     return page
 
 

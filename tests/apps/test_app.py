@@ -314,3 +314,20 @@ def test_a_line_mostly_unknown_to_the_model_is_translated_with_a_note(tmp_path, 
     assert len(printed.out.splitlines()) == 4
     assert [line.split(":")[1] for line in printed.err.splitlines()] == [" line 2", " line 3", " line 4"]
     assert all(line.endswith("(translated anyway)") for line in printed.err.splitlines())
+
+
+def test_a_port_in_use_is_answered_with_the_option_that_chooses_another(capsys):
+    """Not gradio's advice (GRADIO_SERVER_PORT, `server_port` of `launch()`): one line naming --port."""
+    pytest.importorskip("gradio")
+    from hf_syntax_mt.cli import main
+    from training_helpers import trained_model
+
+    folder = str(trained_model("transformer_abs")[0])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        capsys.readouterr()
+        assert main(["app", "--model", folder, "--port", str(port)]) == 2
+    assert capsys.readouterr().err == (f"hf-syntax-mt app: error: port {port} on 127.0.0.1 is in use: give a free "
+                                       "one with --port\n")
