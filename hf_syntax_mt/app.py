@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 import tempfile
 import textwrap
 import unicodedata
@@ -65,7 +66,9 @@ class Translator:
             raise AppError(f"{model} needs parsed sources and records no parser (it was trained on pre-parsed data), "
                            "so the page cannot translate raw text with it")
         config = translate.model.config
-        return cls(name=model, pipeline=translate, label=config.preset or Path(model).name)
+        source, target = getattr(config, "source_lang", None), getattr(config, "target_lang", None)
+        languages = f" ({source or '?'}→{target or '?'})" if source or target else ""
+        return cls(name=model, pipeline=translate, label=(config.preset or Path(model).name) + languages)
 
     @property
     def config(self):
@@ -227,14 +230,25 @@ def sentence_views(translator: Translator, sentence: str, out_dir: Path, *, heat
                                                                    if heatmap == "attention" else "")
 
 
+def language_warning(translators: Sequence[Translator]) -> Optional[str]:
+    """A sentence saying that the models read different source languages (as their configs record them), or None."""
+    sources = {t.label: getattr(t.config, "source_lang", None) for t in translators}
+    if len({language for language in sources.values() if language}) < 2:
+        return None
+    listed = ", ".join(f"{name}: {language or 'not recorded'}" for name, language in sources.items())
+    return f"These models read different source languages ({listed}): a sentence suits one of them only."
+
+
 def build_app(translators: Sequence[Translator]):
-    """The Gradio `Blocks` page over `translators` (one or two)."""
+    """The Gradio `Blocks` page over `translators` (one or two); a warning on it when their source languages
+    differ (`language_warning`)."""
     import gradio as gr
 
     if len({t.label for t in translators}) < len(translators):  # the same preset twice: name the folders too
         for t in translators:
             t.label = f"{t.label} ({t.name})"
     names = [t.label for t in translators]
+    warning = language_warning(translators)
     work = Path(tempfile.mkdtemp(prefix="hf_syntax_mt_app_"))
 
     def translate(text, beams, max_new_tokens, length_a, length_b, scores=False, progress=gr.Progress()):
@@ -262,7 +276,8 @@ def build_app(translators: Sequence[Translator]):
         return (str(tree) if tree else None), str(heatmap_path), said
 
     with gr.Blocks(title="hf_syntax_mt: syntax-aware translation") as page:
-        gr.Markdown("# Syntax-aware translation\n" + " · ".join(f"**{n}**" for n in names))
+        gr.Markdown("# Syntax-aware translation\n" + " · ".join(f"**{n}**" for n in names)
+                    + (f"\n\n⚠️ {warning}" if warning else ""), elem_id="models")
         text = gr.Textbox(label="Source sentences, one a line", lines=5, value=EXAMPLE, elem_id="source")
         with gr.Row():
             beams = gr.Slider(1, 8, value=4, step=1, label="Beam size")
@@ -302,7 +317,11 @@ def launch(models: Sequence[str], *, host: str = DEFAULT_HOST, port: Optional[in
     a public link. Returns the page (serving, when `block=False`)."""
     if not 1 <= len(models) <= 2:
         raise AppError(f"give one or two models (--model DIR), not {len(models)}")
-    page = build_app([Translator.load(model, device) for model in models])
+    translators = [Translator.load(model, device) for model in models]
+    warning = language_warning(translators)
+    if warning:
+        print(f"hf-syntax-mt app: warning: {warning}", file=sys.stderr)
+    page = build_app(translators)
     try:
         page.launch(server_name=host, server_port=port, share=share, prevent_thread_lock=not block, show_error=False)
     except OSError as err:  # gradio's advice names its own settings (GRADIO_SERVER_PORT, server_port)
@@ -396,4 +415,4 @@ def _version(name: str) -> Optional[str]:
 
 
 __all__ = ["AppError", "EXAMPLE", "HEATMAPS", "MAX_LINES", "Translator", "build_app", "check_sentence", "export_space",
-           "launch", "read_sentences", "sentence_views", "translate_all"]
+           "language_warning", "launch", "read_sentences", "sentence_views", "translate_all"]

@@ -35,6 +35,8 @@ _OPTIONAL_SETTING_TYPES = {  # settings whose default is None: the type of a val
     "sla_layers": list,
     "sla_binarize": str,
     "parser": dict,
+    "source_lang": str,
+    "target_lang": str,
     "bos_token_id": int,
 }
 
@@ -126,6 +128,7 @@ class SyntaxMTConfig(PretrainedConfig):
       characters removed, so natural and segmented Japanese/Chinese read alike) or `"segmented"`
       (trained on space-segmented CJK text; the pipeline warns about unsegmented input).
     - `parser`: the annotator settings recorded for the pipeline (a dict, or `None`).
+    - `source_lang`, `target_lang`: the language codes of the training data (e.g. "ja", "en"), or `None`.
     - `label_smoothing`: ε of the token loss that `forward(labels=...)` returns; 0 (the default) is
       plain cross-entropy, as every transformers model; the training recipes set the seeds' 0.1.
     - `tie_word_embeddings`: one matrix for the source embedding, the target embedding and the output
@@ -187,6 +190,8 @@ class SyntaxMTConfig(PretrainedConfig):
         self_parsing_own_tree_rate=0.0,
         preset=None,
         parser=None,
+        source_lang=None,
+        target_lang=None,
         use_cache=True,
         pad_token_id=0,
         eos_token_id=1,
@@ -241,6 +246,8 @@ class SyntaxMTConfig(PretrainedConfig):
         self.self_parsing_own_tree_rate = self_parsing_own_tree_rate
         self.preset = preset
         self.parser = parser
+        self.source_lang = source_lang
+        self.target_lang = target_lang
         self.use_cache = use_cache
         super().__init__(
             pad_token_id=pad_token_id,

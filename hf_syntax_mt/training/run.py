@@ -78,7 +78,7 @@ from ..features.training_data import (
     warn_truncated_pairs,
 )
 from ..hub.convert_marian import is_marian_checkpoint
-from ..hub.model_card import write_model_card
+from ..hub.model_card import NOT_LANGUAGE_CODES, write_model_card
 from ..inference.metrics import check_bleu_tokenize
 from ..inference.pipeline import check_weights_files, model_location
 from ..modeling_syntax_mt import SyntaxMTForConditionalGeneration
@@ -151,7 +151,7 @@ def _check_checkpoint_config(checkpoint: str, config) -> None:
         return
     saved = json.loads(type(config).from_json_file(str(path)).to_json_string(use_diff=False))
     current = json.loads(config.to_json_string(use_diff=False))
-    keys = SyntaxMTConfig.setting_names() - {"parser", "use_cache"}
+    keys = SyntaxMTConfig.setting_names() - {"parser", "use_cache", "source_lang", "target_lang"}
     differences = [f"{key} {saved.get(key)!r} there, {current.get(key)!r} now" for key in sorted(keys)
                    if saved.get(key) != current.get(key)]
     if differences:
@@ -627,6 +627,10 @@ def _train(model_args: ModelArguments, data_args: DataArguments, training_args, 
     config.source_spacing = _source_spacing(data_args, raw, config, continuing=model is not None and not marian)
     if model_args.distance_source != "auto":
         config.distance_source = model_args.distance_source  # recorded: translation derives distances alike
+    for side in ("source_lang", "target_lang"):  # recorded (not the file suffixes src / tgt): the page shows them
+        code = getattr(data_args, side)
+        if code and code not in NOT_LANGUAGE_CODES:
+            setattr(config, side, code)
 
     parser_name = _parser_name(model_args, config)  # parsers before the tokenizer: a missing one fails fast
     annotator, target_annotator = _annotators(model_args, data_args, config, parser_name, annotator, target_annotator)

@@ -4,6 +4,7 @@ one real browser (Debian's headless Chromium, driven by selenium) that types Jap
 tree. `HF_SYNTAX_MT_APP_SCREENSHOT=FILE` keeps the browser's screenshot; `HF_SYNTAX_MT_APP_MODELS=DIR,DIR` shows
 those models instead of the tiny ones trained here."""
 
+import json
 import os
 import re
 import socket
@@ -331,3 +332,30 @@ def test_a_port_in_use_is_answered_with_the_option_that_chooses_another(capsys):
         assert main(["app", "--model", folder, "--port", str(port)]) == 2
     assert capsys.readouterr().err == (f"hf-syntax-mt app: error: port {port} on 127.0.0.1 is in use: give a free "
                                        "one with --port\n")
+
+
+def test_the_languages_are_recorded_shown_in_the_headers_and_a_difference_is_warned(tmp_path):
+    """Training records the data's languages in the config (and the card); the page names them beside each model and
+    warns, in the page and when it starts, when the models' source languages differ."""
+    from training_helpers import synthetic_corpus
+
+    corpus = synthetic_corpus()
+    for suffix, language in (("src", "en"), ("tgt", "ja")):
+        (tmp_path / f"train.{language}").write_text((corpus / f"train.{suffix}").read_text())
+    model_args, data_args, training_args = tiny_args(tmp_path / "model", "transformer_abs", parser="none",
+                                                     data_dir=tmp_path, max_steps=1, eval_strategy="no",
+                                                     save_strategy="no", load_best_model_at_end=False)
+    data_args.source_lang, data_args.target_lang, data_args.validation_file = "en", "ja", None
+    train(model_args, data_args, training_args)
+    config = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert (config["source_lang"], config["target_lang"]) == ("en", "ja")
+    assert "(en → ja)" in (tmp_path / "model" / "README.md").read_text()
+    from hf_syntax_mt.app import language_warning
+
+    english, other = Translator.load(str(tmp_path / "model")), Translator.load(str(tmp_path / "model"))
+    assert english.label == "transformer_abs (en→ja)"
+    assert table_headers([english.label]) == ["#", "source", "transformer_abs (en→ja)"]
+    assert language_warning([english, other]) is None
+    other.config.source_lang, other.label = "de", "other"
+    assert language_warning([english, other]) == ("These models read different source languages (transformer_abs "
+                                                  "(en→ja): en, other: de): a sentence suits one of them only.")
