@@ -235,14 +235,14 @@ def collect(recipe_files: list[Path], results_dir: Path) -> dict:
             "train_cost_x_abs": cost_text(best["system"], speed, rows),
         })
     shown = {r["issue"] for r in rows if r["scored_outside"]}
+    budget_recipes = {r["recipe"] for r in rows if r["scored_outside"] and r["trained_to_budget"]}
     return {"rows": rows, "methods": methods,
             "external_provenance": {f["issue"]: f["provenance"] for f in external if f["issue"] in shown},
             "external_scores": [dict(score, recipe=f["recipe"], split=f["split"], issue=f["issue"]) for f in external
                                 if f["issue"] in shown for score in f.get("scores", [])
                                 if "bleu_mean" in score or "bleu_by_seed" in score],
             "external_comparisons": [dict(c, recipe=f["recipe"], split=f["split"], issue=f["issue"]) for f in external
-                                     if f["issue"] in shown and f.get("budget", "").startswith("budget")
-                                     for c in f["comparisons"]]}
+                                     if f["recipe"] in budget_recipes for c in f["comparisons"]]}
 
 
 def _short(regime_text: str) -> str:

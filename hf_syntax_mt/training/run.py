@@ -104,7 +104,8 @@ from .arguments import (
 from .data_parallel import PROCESS_LOGS, check_processes, failed_process, launch, report_failure, worker_arguments
 from .interrupt import InterruptCallback
 from .progress import RunLogCallback, resolve_default_warmup
-from .run_safety import check_checkpoint_files, last_complete_checkpoint, locked_output_dir, resume_advice
+from .run_safety import (check_checkpoint_files, last_complete_checkpoint, locked_output_dir, read_whole_json,
+                         resume_advice)
 from .threads import set_torch_threads
 from .trainer import SyntaxMTSeq2SeqTrainer, bleu_metric_fn
 
@@ -486,14 +487,6 @@ def _restore_callback_states(trainer: SyntaxMTSeq2SeqTrainer, checkpoint_state: 
         logger.info("%s restored from %s: %s", type(callback).__name__, checkpoint, state.get("attributes"))
 
 
-def _whole_record(record: Path) -> Optional[dict]:
-    """The metrics an earlier run recorded in `record` (all_results.json), or None when it wrote none, or not whole."""
-    try:
-        return json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-
-
 def _finish_from_checkpoint(trainer: SyntaxMTSeq2SeqTrainer, checkpoint: str, checkpoint_state: TrainerState,
                             run_log: Optional[RunLogCallback]) -> dict:
     """The end of a run whose `checkpoint` is at its last step, without a training step: the checkpoint's weights
@@ -544,7 +537,7 @@ def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
     checkpoint_state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)) if checkpoint else None
     steps_done = checkpoint_state.global_step if checkpoint else 0
     run_steps = trainer.set_initial_training_values(training_args, trainer.get_train_dataloader())[-1]
-    recorded = _whole_record(record)
+    recorded = read_whole_json(record)
     if checkpoint and recorded is not None and steps_done >= run_steps:
         logger.warning("%s finished training at step %d in an earlier run: nothing to train; its model and %s are "
                        "kept (train longer with a larger --max_steps / --num_train_epochs, or start again with "
@@ -755,7 +748,7 @@ def _finished_since(output_dir, since: float) -> bool:
     """Whether a run into `output_dir` finished after `since`: its all_results.json whole and written since, and its
     model card (the last file a run writes) written after it."""
     record, card = Path(output_dir) / "all_results.json", Path(output_dir) / "README.md"
-    return (_whole_record(record) is not None and record.stat().st_mtime >= since and card.is_file()
+    return (read_whole_json(record) is not None and record.stat().st_mtime >= since and card.is_file()
             and card.stat().st_mtime >= record.stat().st_mtime)
 
 

@@ -97,7 +97,7 @@ def last_complete_checkpoint(output_dir) -> Optional[str]:
     for path in sorted(steps, key=steps.get, reverse=True):
         if path.name.startswith(SAVING_PREFIX):
             skipped.append(f"{path.name} (a save cut short before its rename)")
-        elif not _reads_as_json(path / TRAINER_STATE):
+        elif read_whole_json(path / TRAINER_STATE) is None:
             skipped.append(f"{path.name} (its {TRAINER_STATE}, written last, is missing or incomplete: a save cut "
                            "short)")
         else:
@@ -109,12 +109,12 @@ def last_complete_checkpoint(output_dir) -> Optional[str]:
     return chosen
 
 
-def _reads_as_json(path: Path) -> bool:
+def read_whole_json(path: Path):
+    """What the JSON file `path` holds, or None when it is missing or not whole (a write cut short)."""
     try:
-        json.loads(path.read_text(encoding="utf-8"))
-        return True
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
-        return False
+        return None
 
 
 def check_checkpoint_files(checkpoint, advice: str) -> None:
@@ -161,4 +161,4 @@ def _step(checkpoint: Path) -> int:
 
 
 __all__ = ["DamagedCheckpointError", "OutputDirInUseError", "SAVING_PREFIX", "check_checkpoint_files",
-           "last_complete_checkpoint", "locked_output_dir", "resume_advice"]
+           "last_complete_checkpoint", "locked_output_dir", "read_whole_json", "resume_advice"]
