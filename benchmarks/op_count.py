@@ -50,17 +50,8 @@ class OperationCounter(TorchDispatchMode):
 
 
 def build(system):
-    """The model of `system` at the recipe size; `<preset>@keys` is the preset with key-only relation terms."""
-    if system.endswith("@keys"):
-        from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
-
-        torch.manual_seed(0)
-        config = SyntaxMTConfig.from_preset(system[: -len("@keys")], **SIZE, **KEYS_ONLY)
-        return SyntaxMTForConditionalGeneration(config), config
+    """The model of `system` at the recipe size (`speed._build`: `<preset>@keys` has key-only relation terms)."""
     return _build(system, SIZE)
-
-
-KEYS_ONLY = {"relative_value_term": False, "dependency_value_term": False}
 
 
 def training_step_counts(system, length, tokens):

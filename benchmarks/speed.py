@@ -74,6 +74,8 @@ DEFAULT_PRESETS = [
 MARIAN = "marian"
 CHECKPOINTED = "@checkpointed"  # suffix of a preset: the same model under activation_checkpointing_enable()
 SELF_PARSING = "@self"  # suffix of a preset: the same model with its own source parser (self_parsing=True)
+KEYS = "@keys"  # suffix of a preset: its relation terms on the keys only (no value terms, seed 000's Table 3)
+KEYS_ONLY = {"relative_value_term": False, "dependency_value_term": False}
 BASELINE = "transformer_abs"
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -118,6 +120,9 @@ def _build(system, size):
 
     if system.endswith(SELF_PARSING):
         config = SyntaxMTConfig.from_preset(system[: -len(SELF_PARSING)], self_parsing=True, **size)
+        return SyntaxMTForConditionalGeneration(config), config
+    if system.endswith(KEYS):
+        config = SyntaxMTConfig.from_preset(system[: -len(KEYS)], **size, **KEYS_ONLY)
         return SyntaxMTForConditionalGeneration(config), config
     config = SyntaxMTConfig.from_preset(system, **size)
     return SyntaxMTForConditionalGeneration(config), config

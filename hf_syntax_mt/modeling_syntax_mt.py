@@ -37,17 +37,17 @@ from .model_files import check_model_files
 from .relation_attention import (
     IGNORE_INDEX,
     BucketRelationTerm,
-    RelationPairs,
+    RelationIds,
     RelationTerm,
-    RelativePositionTerm,
-    add_relation_key_logits_,
     dependency_depth_buckets,
     dependency_relation_ids,
     localized_attention_log_mask,
-    relation_attention_output,
+    combined_relation_ids,
+    combined_relation_table,
     relation_key_logits,
-    relation_pairs,
+    relation_logits,
     relation_value_output,
+    relation_values,
     tree_distances,
     walk_to_roots,
 )
@@ -174,21 +174,21 @@ class SyntaxMTAttention(nn.Module):
         need_weights=False,
     ):
         """
-        With `config._attn_implementation == "sdpa"` (the default) and no Shaw or labeled relation terms
-        and no `need_weights`, this runs through fused `F.scaled_dot_product_attention`: bucket relation
-        terms (relative depth) ride along as extra q/k/v columns, localized heads get log G in their
-        additive mask, and only a parse head's softmax is explicit. Otherwise (and always with
-        `attn_implementation="eager"`, faster under CPU bf16 autocast) the explicit path adds the key
-        terms to the (B, H, q, k) scores in place and the attention summed per relation id times w^V to
-        the output: Shaw terms by their banded Toeplitz structure, labeled terms at the related pairs
-        only (the value terms need the probabilities, which fused attention does not expose).
+        With `config._attn_implementation == "sdpa"` (the default), no value term read through pair ids and
+        no `need_weights`, this runs through fused `F.scaled_dot_product_attention`: bucket relation terms
+        (relative depth) ride along as extra q/k/v columns, the key term of a `RelationTerm` and log G of
+        localized heads enter its additive mask, and only a parse head's softmax is explicit. Otherwise (and
+        always with `attn_implementation="eager"`, faster under CPU bf16 autocast) the explicit path adds the
+        key term (one gather of q·W^K^T) to the (B, H, q, k) scores and the attention summed per relation id
+        (one scatter-add) times w^V to the output: the value terms need the probabilities, which fused
+        attention does not expose.
 
         Args:
             hidden_states: (B, q, d) queries (and keys/values for self-attention).
             key_value_states: (B, k, d) encoder states for cross-attention.
             padding_mask: bool (B, k), True where the key is a real token (with a cache: past and new keys).
             causal: mask keys after the query (query i sits at position past_length + i).
-            relation_terms: `RelativePositionTerm`s, `RelationTerm`s and `BucketRelationTerm`s.
+            relation_terms: at most one `RelationTerm` (pair ids) and `BucketRelationTerm`s.
             localized_log_mask: (B, q, k) log G added to the last `localized_heads` heads.
             need_weights: return the attention probabilities.
         Returns:
@@ -219,22 +219,32 @@ class SyntaxMTAttention(nn.Module):
 
         if localized_log_mask is None or localized_heads == 0:
             localized_log_mask, localized_heads = None, 0
-        pair_terms = [term for term in relation_terms if not isinstance(term, BucketRelationTerm)]
+        pair_term = next((term for term in relation_terms if isinstance(term, RelationTerm)), None)
         bucket_terms = [term for term in relation_terms if isinstance(term, BucketRelationTerm)]
+        value_term = pair_term if pair_term is not None and pair_term.value_table is not None else None
+        fused = self.config._attn_implementation == "sdpa" and value_term is None and not need_weights
+        if fused and pair_term is not None and hidden_states.device.type == "cpu" and torch.is_grad_enabled():
+            # a key term that learns makes the CPU's fused attention fall back to its unfused form, which costs more
+            # operations than the explicit path (CUDA's memory-efficient kernel learns the mask)
+            fused = not (pair_term.key_table.requires_grad or hidden_states.requires_grad)
         scaled_query = query * self.scaling
+        if not fused:  # (B, H, ·, d) in memory order: the products below read them without a copy each
+            scaled_query, key, value = scaled_query.contiguous(), key.contiguous(), value.contiguous()
         extended_query, extended_key, extended_value = self._extend_with_buckets(scaled_query, key, value, bucket_terms)
         batch_size = hidden_states.shape[0]
         parse_logits = self._parse_logits(query, key, mask) if self.parse_head else None
+        relation_bias = None
+        if pair_term is not None and pair_term.key_table is not None:
+            relation_bias = relation_logits(scaled_query, pair_term.ids, pair_term.key_table)
 
-        if self.config._attn_implementation == "sdpa" and not (pair_terms or need_weights):
+        if fused:
             output = self._fused(extended_query, extended_key, extended_value, mask, parse_logits,
-                                 localized_log_mask, localized_heads)
+                                 localized_log_mask, localized_heads, relation_bias)
             return self._finish(output, bucket_terms, (), batch_size), None, parse_logits
 
         scores = extended_query @ extended_key.transpose(-1, -2)
-        for term in pair_terms:
-            if term.key_table is not None:
-                scores = add_relation_key_logits_(scores, scaled_query, term)
+        if relation_bias is not None:
+            scores = scores.add_(relation_bias)
         if localized_heads:
             scores[:, -localized_heads:] += localized_log_mask[:, None]
         if parse_logits is not None:
@@ -243,12 +253,10 @@ class SyntaxMTAttention(nn.Module):
             scores.masked_fill_(mask, torch.finfo(scores.dtype).min)
         probs = scores.softmax(dim=-1)
         dropped = dropout(probs, p=self.dropout, training=self.training)
-        value_terms = [term for term in pair_terms if term.value_table is not None]
-        if value_terms:
-            output, relation_output = relation_attention_output(dropped, extended_value, value_terms)
-            output = self._finish(output, bucket_terms, [relation_output], batch_size)
-        else:
-            output = self._finish(dropped @ extended_value, bucket_terms, (), batch_size)
+        relation_outputs = []
+        if value_term is not None:
+            relation_outputs.append(relation_values(dropped, value_term.ids, value_term.value_table))
+        output = self._finish(dropped @ extended_value, bucket_terms, relation_outputs, batch_size)
         return output, probs, parse_logits
 
     def _parse_logits(self, query, key, mask):
@@ -260,9 +268,10 @@ class SyntaxMTAttention(nn.Module):
             parse_logits = parse_logits.masked_fill(mask[:, 0], torch.finfo(parse_logits.dtype).min)
         return parse_logits
 
-    def _fused(self, query, key, value, mask, parse_logits, localized_log_mask, localized_heads):
+    def _fused(self, query, key, value, mask, parse_logits, localized_log_mask, localized_heads, relation_bias=None):
         """Fused attention per group of heads: the parse head (explicit softmax of its logits), the plain heads,
-        and the localized heads with log G in their additive mask -> (B, H, q, d_v)."""
+        and the localized heads with log G in their additive mask, the relation key term (B, H, q, k) in the
+        additive mask of every head but the parse head -> (B, H, q, d_v)."""
         heads = self.num_heads
         first = 1 if parse_logits is not None else 0
         localized_start = max(heads - localized_heads, first) if localized_heads else heads
@@ -274,8 +283,11 @@ class SyntaxMTAttention(nn.Module):
             if start == end:
                 continue
             additive_mask = None  # additive, as the explicit path: a fully masked row gets uniform weights, not NaN
+            if relation_bias is not None:
+                additive_mask = relation_bias[:, start:end]
             if log_mask is not None:
-                additive_mask = log_mask[:, None].to(query.dtype)
+                log_mask = log_mask[:, None].to(query.dtype)
+                additive_mask = log_mask if additive_mask is None else additive_mask + log_mask
             if mask is not None:
                 if additive_mask is None:
                     additive_mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device)
@@ -313,7 +325,9 @@ class SyntaxMTAttention(nn.Module):
                 start += width
         head_output = output[..., : self.head_dim]
         if relation_outputs:
-            relation_output = sum(relation_outputs)
+            relation_output = relation_outputs[0]
+            for other in relation_outputs[1:]:
+                relation_output = relation_output + other
             if self.parse_head:  # M_parse = A_parse V_p: no relation term on the parse head
                 relation_output = torch.cat([torch.zeros_like(relation_output[:, :1]), relation_output[:, 1:]], 1)
             head_output = head_output + relation_output
@@ -351,27 +365,24 @@ class SyntaxMTRelations(nn.Module):
         projection = self.combine[side].weight[:, half * head_dim : (half + 1) * head_dim]
         return weight @ projection.transpose(0, 1)
 
-    def terms(self, dependency=None):
-        """A `RelativePositionTerm` for Shaw positions; a `RelationTerm` for labeled ids given as `RelationPairs`,
-        a `BucketRelationTerm` for the depth scheme given as `dependency_depth_buckets` output."""
-        config, terms = self.config, []
-        if self.relative is not None:
-            terms.append(
-                RelativePositionTerm(
-                    self._table(self.relative, "key", 0) if config.relative_key_term else None,
-                    self._table(self.relative, "value", 0) if config.relative_value_term else None,
-                )
-            )
-        if self.dependency is not None:
-            tables = (
-                self._table(self.dependency, "key", 1) if config.dependency_key_term else None,
-                self._table(self.dependency, "value", 1) if config.dependency_value_term else None,
-            )
-            if isinstance(dependency, RelationPairs):
-                terms.append(RelationTerm(dependency, *tables))
-            else:  # `dependency_depth_buckets`
-                terms.append(BucketRelationTerm(*dependency, *tables))
-        return terms
+    def terms(self, relations=None):
+        """The layer's relation terms for the relations of this forward: a `RelationTerm` reading `RelationIds`
+        (Shaw positions and/or tree relations, with the combined tables), or a `BucketRelationTerm` for relative
+        depth alone given as `dependency_depth_buckets` output."""
+        config = self.config
+        if relations is None:
+            return []
+        tables = {}
+        for side, position_on, tree_on in (("key", config.relative_key_term, config.dependency_key_term),
+                                           ("value", config.relative_value_term, config.dependency_value_term)):
+            position = self._table(self.relative, side, 0) if self.relative is not None and position_on else None
+            tree = self._table(self.dependency, side, 1) if self.dependency is not None and tree_on else None
+            tables[side] = position, tree
+        if not isinstance(relations, RelationIds):  # `dependency_depth_buckets`
+            return [BucketRelationTerm(*relations, tables["key"][1], tables["value"][1])]
+        num_positions = self.relative.key.shape[0] if self.relative is not None else 1
+        key, value = (combined_relation_table(*tables[side], num_positions, relations.tree_size) for side in tables)
+        return [RelationTerm(relations.ids, key, value)] if key is not None or value is not None else []
 
 
 class SyntaxMTFeedForward(nn.Module):
@@ -412,8 +423,8 @@ class SyntaxMTEncoderLayer(GradientCheckpointingLayer):
         hidden_states = hidden_states + dropout(output, self.dropout, self.training)
         return (hidden_states if pre_ln else layer_norm(hidden_states)), extras
 
-    def forward(self, hidden_states, padding_mask, dependency=None, localized_log_mask=None, output_attentions=False):
-        terms = self.relations.terms(dependency)
+    def forward(self, hidden_states, padding_mask, relations=None, localized_log_mask=None, output_attentions=False):
+        terms = self.relations.terms(relations)
         hidden_states, (probs, parse_logits) = self._residual(
             hidden_states,
             self.self_attn_layer_norm,
@@ -458,8 +469,9 @@ class SyntaxMTDecoderLayer(SyntaxMTEncoderLayer):
         padding_mask=None,
         cache=None,
         output_attentions=False,
+        relations=None,
     ):
-        terms = self.relations.terms()
+        terms = self.relations.terms(relations)
         hidden_states, (self_probs, parse_logits) = self._residual(
             hidden_states,
             self.self_attn_layer_norm,
@@ -631,9 +643,9 @@ class SyntaxMTSourceParser(nn.Module):
         self.arc_bilinear = nn.Parameter(torch.zeros(head_dim, head_dim))
         self.arc_key_bias = nn.Parameter(torch.zeros(head_dim))
 
-    def forward(self, hidden_states, padding_mask):
+    def forward(self, hidden_states, padding_mask, relations=None):
         for layer in self.layers:
-            hidden_states, _, _ = layer(hidden_states, padding_mask)
+            hidden_states, _, _ = layer(hidden_states, padding_mask, relations)
         query = self.arc_query(hidden_states) / math.sqrt(self.arc_bilinear.shape[0])
         key = self.arc_key(hidden_states)
         scores = (query @ self.arc_bilinear) @ key.transpose(-1, -2) + (key @ self.arc_key_bias)[:, None, :]
@@ -693,6 +705,17 @@ class SyntaxMTStack(SyntaxMTPreTrainedModel):
         return dropout(hidden_states, p=self.config.dropout, training=self.training)
 
 
+def source_relations(config, position_ids, source_heads, dtype=torch.float32):
+    """The relations of the encoder's self-attention in one forward, shared by its layers: `RelationIds` of the
+    Shaw ids `position_ids` (n, n) (or None) and the tree relations of `source_heads` (B, n), or, for relative depth
+    without Shaw positions, `dependency_depth_buckets` (which run inside fused attention)."""
+    distance = config.max_dependency_distance
+    if config.dependency_relations == "depth" and position_ids is None:
+        return dependency_depth_buckets(source_heads, distance, dtype)
+    tree_ids, size = dependency_relation_ids(source_heads, config.dependency_relations, distance)
+    return combined_relation_ids(position_ids, tree_ids, size)
+
+
 class SyntaxMTEncoder(SyntaxMTStack):
     def __init__(self, config):
         super().__init__(config, SyntaxMTEncoderLayer, config.encoder_layers)
@@ -725,9 +748,13 @@ class SyntaxMTEncoder(SyntaxMTStack):
         if attention_mask is None:
             attention_mask = torch.ones(batch_size, length, dtype=torch.long, device=hidden_states.device)
         preset = config.preset or "this configuration"
+        position_ids = None
+        if config.relative_positions:
+            position_ids = relative_position_ids(length, length, config.max_relative_position, device=hidden_states.device)
+        position_relations = combined_relation_ids(position_ids) if position_ids is not None else None
         source_tree_logits = None
         if self.source_parser is not None:
-            source_tree_logits = self.source_parser(hidden_states, attention_mask.bool())
+            source_tree_logits = self.source_parser(hidden_states, attention_mask.bool(), position_relations)
             own_tree_rate = config.self_parsing_own_tree_rate if self.training else 0.0
             if source_heads is None or own_tree_rate:
                 if input_ids is None:
@@ -740,7 +767,7 @@ class SyntaxMTEncoder(SyntaxMTStack):
                 else:  # training: a share of the sentences read the model's own tree
                     own = torch.rand(batch_size, device=own_heads.device) < own_tree_rate
                     source_heads = torch.where(own[:, None], own_heads, source_heads)
-        dependency = None
+        relations = position_relations
         if config.dependency_relations is not None or (config.dbsa_encoder_layer and source_heads is not None):
             if source_heads is None:
                 raise ValueError(
@@ -749,11 +776,8 @@ class SyntaxMTEncoder(SyntaxMTStack):
                 )
             _check_features("source_heads", source_heads, reference)
             source_heads = source_heads.masked_fill(attention_mask == 0, IGNORE_INDEX)
-            if config.dependency_relations == "depth":
-                dependency = dependency_depth_buckets(source_heads, config.max_dependency_distance, hidden_states.dtype)
-            elif config.dependency_relations is not None:
-                ids, _ = dependency_relation_ids(source_heads, config.dependency_relations, config.max_dependency_distance)
-                dependency = relation_pairs(ids)
+            if config.dependency_relations is not None:
+                relations = source_relations(config, position_ids, source_heads, hidden_states.dtype)
             else:
                 walk_to_roots(source_heads, ancestors=False)  # validates the gold trees of the parse loss
         localized_log_mask = None
@@ -778,7 +802,7 @@ class SyntaxMTEncoder(SyntaxMTStack):
         for layer in self.layers:
             all_hidden_states.append(hidden_states)
             hidden_states, probs, layer_parse_logits = layer(
-                hidden_states, padding_mask, dependency, localized_log_mask, output_attentions
+                hidden_states, padding_mask, relations, localized_log_mask, output_attentions
             )
             all_attentions.append(probs)
             if layer_parse_logits is not None:
@@ -849,6 +873,11 @@ class SyntaxMTDecoder(SyntaxMTStack):
                 )
             padding_mask = attention_mask.bool()
         encoder_padding_mask = None if encoder_attention_mask is None else encoder_attention_mask.bool()
+        relations = None
+        if config.relative_positions:  # one new row a decoding step
+            relations = combined_relation_ids(relative_position_ids(
+                length, past_length + length, config.max_relative_position, past_length, device=hidden_states.device
+            ))
         all_hidden_states, self_attentions, cross_attentions, parse_logits = [], [], [], None
         for layer in self.layers:
             all_hidden_states.append(hidden_states)
@@ -859,6 +888,7 @@ class SyntaxMTDecoder(SyntaxMTStack):
                 padding_mask=padding_mask,
                 cache=cache,
                 output_attentions=output_attentions,
+                relations=relations,
             )
             self_attentions.append(self_probs)
             cross_attentions.append(cross_probs)

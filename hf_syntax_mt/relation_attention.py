@@ -6,20 +6,18 @@ query–key pair to the keys and values of every head:
 
     e_ij = q_i · (k_j + r^K_ij) / sqrt(d_k),   z_i = Σ_j α_ij (v_j + r^V_ij),   r^K_ij = w^K_{id(i, j)}, r^V_ij = w^V_{id(i, j)},
 
-w^K, w^V (V, d_k) tables shared by the heads. Both terms go through the tables instead of a gather per pair:
+w^K, w^V (V, d_k) tables shared by the heads. Every relation type of a layer reads one combined id per pair
+(`RelationIds`: Shaw position a and tree relation b as a·T + b, made once a forward and shared by the layers) and one
+combined table (`combined_relation_table`, w_{a·T+b} = w^pos_a + w^tree_b), so that both terms are a few large
+operations whatever the combination:
 
-    key term    q_i · w^K_{id(i, j)} = (q W^K^T)[i, id(i, j)]                  (the (q, V) products expanded to the pairs),
-    value term  Σ_j α_ij w^V_{id(i, j)} = Σ_r (Σ_{j: id(i, j) = r} α_ij) w^V_r  (the weights summed per id, times w^V),
+    key term    q_i · w^K_{id(i, j)} = (q W^K^T)[i, id(i, j)]                  (one product with the table, one gather),
+    value term  Σ_j α_ij w^V_{id(i, j)} = Σ_c (Σ_{j: id(i, j) = c} α_ij) w^V_c  (one scatter-add of the weights, one
+                                                                              product with the table).
 
-and each kind of id has its own expand and sum:
-- Shaw relative positions, id = clip(j - i, k) + k: a banded Toeplitz structure of 2k - 1 diagonals and two tails
-  (`relative_position_expand`, `relative_position_sums`; `RelativePositionTerm`);
-- labeled tree relations (self, sibling, ancestor within k): the few related pairs only (`RelationPairs`,
-  `RelationTerm`);
-- relative depth: factorised through key buckets, M extra columns of q, k and v (`dependency_depth_buckets`,
-  `BucketRelationTerm`), so that it also runs inside fused attention.
-The autograd functions add the key terms to the (B, H, q, k) scores in place and sum the value terms' gradient back
-by the adjoint (expand <-> sum), so no term allocates another (B, H, q, k) tensor.
+Relative depth alone is factorised through key buckets instead, M extra columns of q, k and v
+(`dependency_depth_buckets`, `BucketRelationTerm`), so that it runs inside fused attention; key terms alone
+(`relative_value_term` / `dependency_value_term` off) enter fused attention as its additive mask.
 
 Imported by `modeling_syntax_mt` and copied with it next to saved models (`trust_remote_code`): torch only.
 """
@@ -241,40 +239,78 @@ def tree_distances(source_heads, large_distance=2000.0):
 # ---------------------------------------------------------------------------------------------
 
 
-class RelationPairs(NamedTuple):
-    """The token pairs (i, j) of each row b that have a relation id r (not NO_RELATION), as four (P,) LongTensors."""
+class RelationIds(NamedTuple):
+    """The relation id of every query–key pair of one forward, made once and shared by the layers (SPEC §2–4):
 
-    batch: torch.Tensor
-    query: torch.Tensor
-    key: torch.Tensor
-    relation: torch.Tensor
+        id(i, j) = a(i, j) · T + b(i, j),
 
+    a the Shaw id clip(j - i, k) + k (0 without relative positions), b the tree id (dependency depth or labeled
+    relation; T - 1 for NO_RELATION, the zero vector; T = 1 without tree relations). ids: LongTensor (B, q, k), or
+    (1, q, k) when they are the same for every row (positions only)."""
 
-def relation_pairs(ids):
-    """`RelationPairs` of relation ids (B, n, n): the labeled scheme relates few pairs (self, siblings, ancestors
-    within k), so its terms cost O(pairs) instead of O(n²)."""
-    batch, query, key = (ids != NO_RELATION).nonzero(as_tuple=True)
-    return RelationPairs(batch, query, key, ids[batch, query, key])
+    ids: torch.Tensor
+    tree_size: int
 
 
-@dataclass
-class RelativePositionTerm:
-    """Shaw relative positions: id(i, j) = clip(j - (past + i), k) + k with past = key length - query length
-    (the KV cache's), a banded Toeplitz structure (`relative_position_sums`); key_table/value_table: (2k+1, d_k)
-    or None when that term is off."""
+def combined_relation_ids(position_ids=None, tree_ids=None, num_tree_relations=0):
+    """`RelationIds` of Shaw ids (q, k) and/or tree ids (B, q, k) with `num_tree_relations` ids and NO_RELATION."""
+    if tree_ids is None:
+        return RelationIds(position_ids[None], 1)
+    tree_size = num_tree_relations + 1
+    tree_ids = tree_ids.remainder(tree_size)  # NO_RELATION = -1 -> T - 1
+    if position_ids is None:
+        return RelationIds(tree_ids, tree_size)
+    return RelationIds(position_ids * tree_size + tree_ids, tree_size)
 
-    key_table: torch.Tensor | None
-    value_table: torch.Tensor | None
+
+def combined_relation_table(position_table, tree_table, num_positions, tree_size):
+    """The table of the combined ids of `RelationIds`, (num_positions · T, d_k):
+
+        w_{a·T + b} = w^pos_a + w^tree_b,   w^tree_{T-1} = 0,
+
+    so that one gather / one scatter-add covers both relation types (Concat(a, b) W_rel is the sum of the two halves'
+    products, `SyntaxMTRelations`). A table that is off (None) counts as zeros; None when both are."""
+    if position_table is None and tree_table is None:
+        return None
+    if tree_size == 1:
+        return position_table
+    like = tree_table if tree_table is not None else position_table
+    tree = like.new_zeros(tree_size, like.shape[-1])
+    if tree_table is not None:
+        tree = F.pad(tree_table, (0, 0, 0, 1))
+    if position_table is None:
+        return tree if num_positions == 1 else tree.repeat(num_positions, 1)
+    return (position_table[:, None] + tree[None]).flatten(0, 1)
 
 
 @dataclass
 class RelationTerm:
-    """Labeled relation ids of the pairs that have one (`RelationPairs`; the other pairs get the zero vector) and
-    the (possibly W_rel-transformed) tables to use, (V, d_k) or None when that term is off."""
+    """Relation terms read through one id per query–key pair (`RelationIds.ids`) and the combined tables
+    (`combined_relation_table`), (C, d_k) or None when that term is off."""
 
-    pairs: RelationPairs
+    ids: torch.Tensor
     key_table: torch.Tensor | None
     value_table: torch.Tensor | None
+
+
+def relation_logits(scaled_query, ids, key_table):
+    """Key term q_i · w^K_{id(i, j)} = (q W^K^T)[i, id(i, j)]: one product with the table, one gather.
+
+    scaled_query: (B, H, q, d_k); ids: (B or 1, q, k); key_table: (C, d_k) -> (B, H, q, k).
+    """
+    per_relation = scaled_query @ key_table.transpose(0, 1)
+    return per_relation.gather(-1, ids[:, None].expand(*per_relation.shape[:-1], ids.shape[-1]))
+
+
+def relation_values(weights, ids, value_table):
+    """Value term Σ_j α_ij w^V_{id(i, j)} = Σ_c (Σ_{j: id(i, j) = c} α_ij) w^V_c: the weights summed per id by one
+    scatter-add, times the table.
+
+    weights: (B, H, q, k); ids: (B or 1, q, k); value_table: (C, d_k) -> (B, H, q, d_k).
+    """
+    sums = weights.new_zeros(*weights.shape[:-1], value_table.shape[0])
+    sums = sums.scatter_add_(-1, ids[:, None].expand(weights.shape), weights)
+    return sums @ value_table.to(sums.dtype)
 
 
 @dataclass
@@ -319,245 +355,21 @@ def _expanded_ids(ids, like, num_relations=None):
     return ids.expand(*like.shape[:3], ids.shape[-1])
 
 
-def _relative_diagonals(query_length, key_length, max_relative_position, past_length):
-    """(d, first query row, rows) of each diagonal j - (past + i) = d, -k < d < k, within the (q, k) pairs."""
-    diagonals = []
-    for distance in range(1 - max_relative_position, max_relative_position):
-        offset = past_length + distance
-        first = max(0, -offset)
-        rows = min(query_length - first, key_length - max(0, offset))
-        if rows > 0:
-            diagonals.append((distance, first, rows))
-    return diagonals
-
-
-def _at_or_after(query_length, key_length, offset, like):
-    """1.0 where key j >= query i + offset, else 0.0: (q, k) in `like`'s dtype."""
-    queries = torch.arange(query_length, device=like.device)[:, None]
-    keys = torch.arange(key_length, device=like.device)[None, :]
-    return (keys >= queries + offset).to(like.dtype)
-
-
-def relative_position_expand(per_relation, key_length, past_length, out=None):
-    """T[..., i, j] = per_relation[..., i, clip(j - past - i, k) + k] for per_relation (…, q, 2k+1) without an id
-    tensor: the tails (d <= -k, d >= k) as the row constant plus one multiply-add with the step 1[j >= past + i],
-    the 2k - 1 central diagonals by in-place additions. Added to `out` (…, q, k) in place if given."""
-    query_length, width = per_relation.shape[-2:]
-    max_relative_position = (width - 1) // 2
-    lower, upper = per_relation[..., :1], per_relation[..., -1:]
-    step = _at_or_after(query_length, key_length, past_length, per_relation)
-    if out is None:
-        out = lower.expand(*per_relation.shape[:-1], key_length).clone()
-    else:
-        out.add_(lower)
-    out.addcmul_(upper - lower, step)
-    for distance, first, rows in _relative_diagonals(query_length, key_length, max_relative_position, past_length):
-        base = lower if distance < 0 else upper
-        correction = per_relation[..., distance + max_relative_position, None] - base
-        out.diagonal(past_length + distance, -2, -1).add_(correction[..., first : first + rows, 0])
-    return out
-
-
-def relative_position_sums(weights, max_relative_position, past_length, blocks=4):
-    """M[..., i, r] = Σ_j weights[..., i, j] over the keys j with clip(j - past - i, k) + k = r, (…, q, 2k+1):
-    the central diagonals read off, each tail summed over `blocks` row blocks (full columns plus a triangle),
-    so nothing of size (…, q, k) is allocated."""
-    query_length, key_length = weights.shape[-2:]
-    block = max(32, -(-query_length // blocks))
-    k = max_relative_position
-    sums = weights.new_zeros(*weights.shape[:-1], 2 * k + 1)
-    for distance, first, rows in _relative_diagonals(query_length, key_length, k, past_length):
-        sums[..., first : first + rows, distance + k] = weights.diagonal(past_length + distance, -2, -1)
-    for start in range(0, query_length, block):
-        end = min(start + block, query_length)
-        rows = weights[..., start:end, :]
-        # lower tail j <= past + i - k: columns < past + start - k + 1 for every row, a triangle after them
-        full, last = max(0, past_length + start - k + 1), min(key_length, max(0, past_length + end - k))
-        lower = rows[..., :full].sum(-1)
-        if last > full:
-            triangle = 1.0 - _at_or_after(end - start, last - full, past_length + start - k + 1 - full, rows)
-            lower = lower + (rows[..., full:last] * triangle).sum(-1)
-        # upper tail j >= past + i + k: columns >= past + end - 1 + k for every row, a triangle before them
-        first, full = min(key_length, past_length + start + k), min(key_length, past_length + end - 1 + k)
-        upper = rows[..., full:].sum(-1)
-        if full > first:
-            triangle = _at_or_after(end - start, full - first, past_length + start + k - first, rows)
-            upper = upper + (rows[..., first:full] * triangle).sum(-1)
-        sums[..., start:end, 0] = lower
-        sums[..., start:end, 2 * k] = upper
-    return sums
-
-
-class _RelativePositionKeyLogits(torch.autograd.Function):
-    """scores += q_i · w^K_{clip(j - i, k)} in place, from per_relation = q·w^K (…, q, 2k+1); backward: the
-    scores' gradient summed per relative position (`relative_position_sums`)."""
-
-    @staticmethod
-    def forward(ctx, scores, per_relation, past_length):
-        ctx.past_length, ctx.max_relative_position = past_length, (per_relation.shape[-1] - 1) // 2
-        ctx.mark_dirty(scores)
-        return relative_position_expand(per_relation, scores.shape[-1], past_length, out=scores)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad, relative_position_sums(grad, ctx.max_relative_position, ctx.past_length), None
-
-
-def _pair_index(pairs, num_heads, column):
-    """Index of the given pairs in every head: (batch, head, query, column) broadcasting to (P, H)."""
-    heads = torch.arange(num_heads, device=column.device)
-    return pairs.batch[:, None], heads, pairs.query[:, None], column[:, None]
-
-
-class _PairKeyLogits(torch.autograd.Function):
-    """scores[b, h, i, j] += (q·w^K)[b, h, i, r] in place for the `RelationPairs` (b, i, j, r); backward: the
-    scores' gradient at the pairs summed per relation id,
-        ∂(q·w^K)[b, h, i, r] = Σ_{pairs (b, i, j, r)} ∂scores[b, h, i, j]."""
-
-    @staticmethod
-    def forward(ctx, scores, per_relation, batch, query, key, relation):
-        pairs = RelationPairs(batch, query, key, relation)
-        ctx.save_for_backward(batch, query, key, relation)
-        ctx.shape = per_relation.shape
-        ctx.mark_dirty(scores)
-        values = per_relation[_pair_index(pairs, scores.shape[1], relation)]
-        return scores.index_put_(_pair_index(pairs, scores.shape[1], key), values, accumulate=True)
-
-    @staticmethod
-    def backward(ctx, grad):
-        pairs = RelationPairs(*ctx.saved_tensors)
-        heads = ctx.shape[1]
-        grad_per_relation = grad.new_zeros(ctx.shape).index_put_(
-            _pair_index(pairs, heads, pairs.relation), grad[_pair_index(pairs, heads, pairs.key)], accumulate=True
-        )
-        return grad, grad_per_relation, None, None, None, None
-
-
-def add_relation_key_logits_(scores, scaled_query, term):
-    """scores += q_i · r^K_ij of a `RelativePositionTerm` or `RelationTerm`, in place (scores: (B, H, q, k)); under
-    torch.compile, out of place by plain autograd ops (`relation_key_logits_by_index`), which dynamo can trace."""
-    per_relation = scaled_query @ term.key_table.transpose(0, 1)
-    if torch.compiler.is_compiling():
-        return scores + relation_key_logits_by_index(per_relation, term, scores)
-    if isinstance(term, RelativePositionTerm):
-        return _RelativePositionKeyLogits.apply(scores, per_relation, scores.shape[-1] - scores.shape[-2])
-    return _PairKeyLogits.apply(scores, per_relation, *term.pairs)
-
-
-def _relation_sums(weights, term):
-    """The weights (B, H, q, k) summed per relation id of a `RelativePositionTerm` or `RelationTerm`, (B, H, q, V):
-        S[b, h, i, r] = Σ_{j: id(i, j) = r} weights[b, h, i, j]."""
-    if isinstance(term, RelativePositionTerm):
-        max_relative_position = (term.value_table.shape[0] - 1) // 2
-        return relative_position_sums(weights, max_relative_position, weights.shape[-1] - weights.shape[-2])
-    pairs, heads = term.pairs, weights.shape[1]
-    return weights.new_zeros(*weights.shape[:-1], term.value_table.shape[0]).index_put_(
-        _pair_index(pairs, heads, pairs.relation), weights[_pair_index(pairs, heads, pairs.key)], accumulate=True
-    )
-
-
-def _add_relation_expand_(out, per_relation, term):
-    """out[b, h, i, j] += per_relation[b, h, i, id(i, j)] in place (the adjoint of `_relation_sums`)."""
-    if isinstance(term, RelativePositionTerm):
-        return relative_position_expand(per_relation, out.shape[-1], out.shape[-1] - out.shape[-2], out=out)
-    pairs, heads = term.pairs, out.shape[1]
-    values = per_relation[_pair_index(pairs, heads, pairs.relation)]
-    return out.index_put_(_pair_index(pairs, heads, pairs.key), values, accumulate=True)
-
-
-class _RelationAttentionOutput(torch.autograd.Function):
-    """(o, z) = (α v, Σ_t S_t(α) w^V_t): the head outputs and the value terms of Shaw and labeled relations, S_t
-    the weights summed per relation id of term t (`_relation_sums`). The backward,
-        ∂α = ∂o v^T + Σ_t E_t(∂z (w^V_t)^T),   ∂v = α^T ∂o,   ∂w^V_t = S_t(α)^T ∂z,
-    E_t the adjoint of S_t (`_add_relation_expand_`), adds every term's share of ∂α into ∂o v^T in place, so the
-    value terms allocate nothing of size (B, H, q, k)."""
-
-    @staticmethod
-    def forward(ctx, weights, value, terms, *value_tables):
-        sums = [_relation_sums(weights, term) for term in terms]
-        ctx.terms = terms
-        ctx.save_for_backward(weights, value, *value_tables, *sums)
-        relation_output = sum(term_sums @ table.to(term_sums.dtype) for term_sums, table in zip(sums, value_tables))
-        return weights @ value, relation_output
-
-    @staticmethod
-    def backward(ctx, grad_output, grad_relation):
-        weights, value, *saved = ctx.saved_tensors
-        tables, sums = saved[: len(ctx.terms)], saved[len(ctx.terms) :]
-        grad_weights = grad_output.to(value.dtype) @ value.transpose(-1, -2)
-        grad_value = weights.transpose(-1, -2) @ grad_output.to(weights.dtype)
-        grad_tables = []
-        for term, table, term_sums in zip(ctx.terms, tables, sums):
-            _add_relation_expand_(grad_weights, grad_relation.to(grad_weights.dtype) @ table.to(grad_weights.dtype).T, term)
-            grad = term_sums.flatten(0, -2).transpose(0, 1).to(grad_relation.dtype) @ grad_relation.flatten(0, -2)
-            grad_tables.append(grad.to(table.dtype))
-        return grad_weights, grad_value, None, *grad_tables
-
-
-def relation_attention_output(weights, value, terms):
-    """(α @ v, Σ_t S_t(α) @ w^V_t) for attention weights α (B, H, q, k), values v (B, H, k, d_v) and the
-    `RelativePositionTerm`s / `RelationTerm`s `terms` that have a value table (`_RelationAttentionOutput`; under
-    torch.compile, plain autograd ops: `relation_sums_by_index`)."""
-    if torch.compiler.is_compiling():
-        sums = [relation_sums_by_index(weights, term) for term in terms]
-        return weights @ value, sum(term_sums @ term.value_table.to(term_sums.dtype) for term_sums, term in zip(sums, terms))
-    return _RelationAttentionOutput.apply(weights, value, terms, *[term.value_table for term in terms])
-
-
-# The same two terms by plain autograd ops, for torch.compile: dynamo cannot trace the outputs of the autograd functions
-# above, which modify their input in place. A gather / scatter over the expanded ids (Shaw) or over the pairs
-# (labeled relations); their backward allocates what the functions above avoid, which a compiled graph may fuse away.
-
-
-def _relative_position_index(like, num_relations):
-    """The Shaw id of every (query, key) pair of `like` (…, q, k) (`relative_position_ids`, the KV cache's past
-    = k - q), expanded over its leading axes."""
-    query_length, key_length = like.shape[-2:]
-    ids = relative_position_ids(query_length, key_length, (num_relations - 1) // 2, key_length - query_length,
-                                device=like.device)
-    return ids.expand(like.shape)
-
-
-def relation_key_logits_by_index(per_relation, term, like):
-    """(B, H, q, k) of q_i · w^K_{id(i, j)} from per_relation = q·w^K (B, H, q, V), like `like`: a gather at the Shaw
-    ids, or the labeled pairs' values scattered into zeros."""
-    if isinstance(term, RelativePositionTerm):
-        return per_relation.gather(-1, _relative_position_index(like, per_relation.shape[-1]))
-    pairs, heads = term.pairs, like.shape[1]
-    return like.new_zeros(like.shape, dtype=per_relation.dtype).index_put(
-        _pair_index(pairs, heads, pairs.key), per_relation[_pair_index(pairs, heads, pairs.relation)], accumulate=True)
-
-
-def relation_sums_by_index(weights, term):
-    """`_relation_sums` (the weights summed per relation id, (B, H, q, V)) by a scatter-add."""
-    num_relations = term.value_table.shape[0]
-    sums = weights.new_zeros(*weights.shape[:-1], num_relations)
-    if isinstance(term, RelativePositionTerm):
-        return sums.scatter_add(-1, _relative_position_index(weights, num_relations), weights)
-    pairs, heads = term.pairs, weights.shape[1]
-    return sums.index_put(_pair_index(pairs, heads, pairs.relation), weights[_pair_index(pairs, heads, pairs.key)],
-                          accumulate=True)
-
-
 __all__ = [
     "BucketRelationTerm",
-    "RelationPairs",
+    "RelationIds",
     "RelationTerm",
-    "RelativePositionTerm",
-    "add_relation_key_logits_",
+    "combined_relation_ids",
+    "combined_relation_table",
     "dependency_depth_buckets",
     "dependency_relation_ids",
     "labeled_relation_names",
     "localized_attention_log_mask",
-    "relation_attention_output",
     "relation_key_logits",
-    "relation_key_logits_by_index",
-    "relation_pairs",
-    "relation_sums_by_index",
+    "relation_logits",
     "relation_value_output",
-    "relative_position_expand",
+    "relation_values",
     "relative_position_ids",
-    "relative_position_sums",
     "tree_distances",
     "walk_to_roots",
 ]

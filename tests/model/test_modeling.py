@@ -18,20 +18,15 @@ from hf_syntax_mt import (
     dependency_relation_ids,
     labeled_relation_names,
 )
-from hf_syntax_mt.modeling_syntax_mt import SyntaxMTEncoderLayer
+from hf_syntax_mt.modeling_syntax_mt import SyntaxMTEncoderLayer, source_relations
 from hf_syntax_mt.relation_attention import (
     NO_RELATION,
-    RelationTerm,
-    RelativePositionTerm,
-    add_relation_key_logits_,
+    combined_relation_ids,
+    combined_relation_table,
     dependency_relation_ids,
-    relation_attention_output,
-    relation_key_logits_by_index,
-    relation_pairs,
-    relation_sums_by_index,
-    relative_position_expand,
+    relation_logits,
+    relation_values,
     relative_position_ids,
-    relative_position_sums,
     walk_to_roots,
 )
 
@@ -236,17 +231,17 @@ def test_efficient_relative_attention_equals_naive_reference(variant):
     hidden = torch.randn(3, length, config.d_model)
     padding_mask = batch["attention_mask"].bool()
     relative_ids = relative_position_ids(length, length, config.max_relative_position)
-    dependency_ids = dependency = None
+    position_ids = relative_ids if config.relative_positions else None
+    dependency_ids = None
+    relations = combined_relation_ids(position_ids) if position_ids is not None else None
     if config.dependency_relations:
         heads = batch["source_heads"]
         if variant.endswith("forest"):  # row 0 holds two sentences (roots 1 and 5)
             heads[0, :8] = torch.tensor([1, 1, 1, 2, 3, 5, 5, 6])
         dependency_ids, _ = dependency_relation_ids(heads, config.dependency_relations, config.max_dependency_distance)
-        dependency = relation_pairs(dependency_ids)  # the model's path: bucket factorisation for the depth scheme
-        if config.dependency_relations == "depth":
-            dependency = dependency_depth_buckets(heads, config.max_dependency_distance)
+        relations = source_relations(config, position_ids, heads)  # the model's: buckets for depth alone
 
-    terms = layer.relations.terms(dependency)
+    terms = layer.relations.terms(relations)
     efficient, _, _ = layer.self_attn(hidden, padding_mask=padding_mask, relation_terms=terms)
     explicit, _, _ = layer.self_attn(hidden, padding_mask=padding_mask, relation_terms=terms, need_weights=True)
     assert torch.allclose(efficient, explicit, atol=1e-5, rtol=1e-5)  # fused (SDPA) path == explicit path
@@ -269,69 +264,35 @@ def test_efficient_relative_attention_equals_naive_reference(variant):
     assert compared >= 8  # q/k/v/out projections plus the relation tables
 
 
-@pytest.mark.parametrize("query_length, key_length", [(7, 7), (1, 9), (5, 40), (150, 150), (64, 200)])
-@pytest.mark.parametrize("k", [1, 2, 3])
-def test_relative_position_sums_and_expansion_equal_the_id_gather(query_length, key_length, k):
-    """The banded Toeplitz forms of the Shaw terms (diagonals, tails by row blocks) equal a scatter-add and a
-    gather over the (q, k) relative position ids, queries after a cache of key_length - query_length too."""
-    torch.manual_seed(k)
-    past = key_length - query_length
-    ids = relative_position_ids(query_length, key_length, k, past_length=past)
-    weights = torch.randn(2, 3, query_length, key_length, dtype=torch.float64)
-    naive_sums = weights.new_zeros(2, 3, query_length, 2 * k + 1).scatter_add_(-1, ids.expand_as(weights), weights)
-    assert torch.allclose(relative_position_sums(weights, k, past), naive_sums, atol=1e-12)
-    per_relation = torch.randn(2, 3, query_length, 2 * k + 1, dtype=torch.float64)
-    naive_terms = per_relation.gather(-1, ids.expand(2, 3, -1, -1))
-    assert torch.allclose(relative_position_expand(per_relation, key_length, past), naive_terms, atol=1e-12)
-    out = weights.clone()
-    assert torch.allclose(relative_position_expand(per_relation, key_length, past, out=out), weights + naive_terms)
-
-
-@pytest.mark.parametrize("query_length, key_length", [(7, 7), (1, 7), (3, 7)])
-@pytest.mark.parametrize("kind", ["shaw", "labeled"])
-def test_plain_index_terms_for_torch_compile_equal_the_in_place_functions(kind, query_length, key_length):
-    """What torch.compile runs (`relation_key_logits_by_index`, `relation_sums_by_index`: a gather / scatter-add over
-    the expanded ids, or over the labeled pairs) gives the in-place autograd functions' scores, outputs and
-    gradients, queries after a cache too."""
+@pytest.mark.parametrize("query_length, key_length", [(7, 7), (1, 9), (5, 40)])
+@pytest.mark.parametrize("tree", [None, "depth", "labeled"])
+def test_combined_relation_terms_equal_the_per_pair_vectors(tree, query_length, key_length):
+    """One gather / one scatter-add at the combined ids a·T + b (`RelationIds`, `combined_relation_table`) equal the
+    per-pair vectors w^pos_{a(i, j)} + w^tree_{b(i, j)} (zero for NO_RELATION) written out: the key term
+    q_i · r_ij and the value term Σ_j α_ij r_ij, queries after a cache too."""
     torch.manual_seed(3)
-    heads_count, head_dim = 2, 4
-    if kind == "shaw":
-        tables = torch.randn(5, head_dim, dtype=torch.float64), torch.randn(5, head_dim, dtype=torch.float64)
-        make_term = lambda key, value: RelativePositionTerm(key, value)  # noqa: E731
-    else:
+    past, head_dim = key_length - query_length, 4
+    position_ids = relative_position_ids(query_length, key_length, 2, past_length=past)
+    position_table = torch.randn(5, head_dim, dtype=torch.float64)
+    pair_vectors = position_table[position_ids].expand(2, -1, -1, -1)
+    tree_ids, size, tree_table = None, 0, None
+    if tree is not None:
         if query_length != key_length:
-            pytest.skip("labeled relations are encoder self-attention terms: no cache")
+            pytest.skip("tree relations are encoder self-attention terms: no cache")
         rng = random.Random(2)
         heads = torch.tensor([random_dependency_tree(key_length, rng) for _ in range(2)])
-        ids, size = dependency_relation_ids(heads, "labeled", 2)
-        pairs = relation_pairs(ids)
-        tables = torch.randn(size, head_dim, dtype=torch.float64), torch.randn(size, head_dim, dtype=torch.float64)
-        make_term = lambda key, value: RelationTerm(pairs, key, value)  # noqa: E731
-    query = torch.randn(2, heads_count, query_length, head_dim, dtype=torch.float64)
-    scores = torch.randn(2, heads_count, query_length, key_length, dtype=torch.float64)
-    value = torch.randn(2, heads_count, key_length, head_dim, dtype=torch.float64)
-    results = []
-    for plain in (False, True):
-        leaves = [t.clone().requires_grad_() for t in (query, scores, value, *tables)]
-        q, sc, v, key_table, value_table = leaves
-        term = make_term(key_table, value_table)
-        if plain:
-            logits = sc + relation_key_logits_by_index(q @ key_table.T, term, sc)
-        else:
-            logits = add_relation_key_logits_(sc.clone(), q, term)
-        weights = logits.softmax(-1)
-        if plain:
-            output, relation_output = weights @ v, relation_sums_by_index(weights, term) @ value_table
-        else:
-            output, relation_output = relation_attention_output(weights, v, [term])
-        (output.sin().sum() + (relation_output * output).sum()).backward()
-        results.append((logits.detach(), output.detach(), relation_output.detach(), [t.grad for t in leaves]))
-    (logits, output, relation_output, grads), (plain_logits, plain_output, plain_relation, plain_grads) = results
-    torch.testing.assert_close(plain_logits, logits)
-    torch.testing.assert_close(plain_output, output)
-    torch.testing.assert_close(plain_relation, relation_output)
-    for got, expected in zip(plain_grads, grads):
-        torch.testing.assert_close(got, expected)
+        tree_ids, size = dependency_relation_ids(heads, tree, 2)
+        tree_table = torch.randn(size, head_dim, dtype=torch.float64)
+        tree_vectors = torch.cat([tree_table, tree_table.new_zeros(1, head_dim)])[tree_ids]  # NO_RELATION = -1: zero
+        pair_vectors = pair_vectors + tree_vectors
+    relations = combined_relation_ids(position_ids, tree_ids, size)
+    table = combined_relation_table(position_table, tree_table, 5, relations.tree_size)
+    query = torch.randn(2, 3, query_length, head_dim, dtype=torch.float64)
+    weights = torch.randn(2, 3, query_length, key_length, dtype=torch.float64).softmax(-1)
+    torch.testing.assert_close(relation_logits(query, relations.ids, table),
+                               torch.einsum("bhid,bijd->bhij", query, pair_vectors))
+    torch.testing.assert_close(relation_values(weights, relations.ids, table),
+                               torch.einsum("bhij,bijd->bhid", weights, pair_vectors))
 
 
 @pytest.mark.parametrize("preset", ALL_PRESETS)
@@ -371,11 +332,8 @@ def test_efficient_attention_never_materialises_pairwise_vectors(preset):
     batch = random_batch([40, 40], seed=2)
     length = 40
     hidden = torch.randn(2, length, config.d_model)
-    if config.dependency_relations == "depth":
-        dependency = dependency_depth_buckets(batch["source_heads"], 2)
-    else:
-        dependency = relation_pairs(dependency_relation_ids(batch["source_heads"], "labeled", 2)[0])
-    terms = layer.relations.terms(dependency)
+    relations = source_relations(config, relative_position_ids(length, length, 2), batch["source_heads"])
+    terms = layer.relations.terms(relations)
     largest = []
     from torch.utils._python_dispatch import TorchDispatchMode
 
