@@ -338,8 +338,8 @@ class SyntaxMTAttention(nn.Module):
 class SyntaxMTRelations(nn.Module):
     """The relation tables of one self-attention layer and how they combine (SPEC §2–4).
 
-    `sum` (seed 000): r = a + b. `concat_linear` (seed 002): r = Concat(a, b) W_rel, computed as
-    a W_rel[:d_k] + b W_rel[d_k:], so each half stays a per-relation table.
+    `sum` (seed 000): r = a + b. `concat_linear` (seed 002): r = Concat(a, b) W_rel, made once a layer for every
+    combined id (`combined_relation_table`).
     """
 
     def __init__(self, config, head_dim, use_dependency):
@@ -357,31 +357,27 @@ class SyntaxMTRelations(nn.Module):
                 {"key": nn.Linear(2 * head_dim, head_dim, bias=False), "value": nn.Linear(2 * head_dim, head_dim, bias=False)}
             )
 
-    def _table(self, table, side, half):
-        weight = getattr(table, side)
-        if self.combine is None:
-            return weight
-        head_dim = weight.shape[-1]
-        projection = self.combine[side].weight[:, half * head_dim : (half + 1) * head_dim]
-        return weight @ projection.transpose(0, 1)
-
     def terms(self, relations=None):
         """The layer's relation terms for the relations of this forward: a `RelationTerm` reading `RelationIds`
-        (Shaw positions and/or tree relations, with the combined tables), or a `BucketRelationTerm` for relative
-        depth alone given as `dependency_depth_buckets` output."""
+        (Shaw positions and/or tree relations, with their combined tables, `combined_relation_table`), or a
+        `BucketRelationTerm` for relative depth alone given as `dependency_depth_buckets` output."""
         config = self.config
         if relations is None:
             return []
         tables = {}
         for side, position_on, tree_on in (("key", config.relative_key_term, config.dependency_key_term),
                                            ("value", config.relative_value_term, config.dependency_value_term)):
-            position = self._table(self.relative, side, 0) if self.relative is not None and position_on else None
-            tree = self._table(self.dependency, side, 1) if self.dependency is not None and tree_on else None
+            position = getattr(self.relative, side) if self.relative is not None and position_on else None
+            tree = getattr(self.dependency, side) if self.dependency is not None and tree_on else None
             tables[side] = position, tree
-        if not isinstance(relations, RelationIds):  # `dependency_depth_buckets`
+        if not isinstance(relations, RelationIds):  # `dependency_depth_buckets`, never with W_rel (no positions)
             return [BucketRelationTerm(*relations, tables["key"][1], tables["value"][1])]
         num_positions = self.relative.key.shape[0] if self.relative is not None else 1
-        key, value = (combined_relation_table(*tables[side], num_positions, relations.tree_size) for side in tables)
+        key, value = (
+            combined_relation_table(*tables[side], num_positions, relations.tree_size,
+                                    self.combine[side].weight if self.combine is not None else None)
+            for side in tables
+        )
         return [RelationTerm(relations.ids, key, value)] if key is not None or value is not None else []
 
 
@@ -689,6 +685,17 @@ class SyntaxMTStack(SyntaxMTPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embed_tokens = value
 
+    def relative_position_ids(self, query_length, key_length, past_length, device):
+        """Shaw ids clip(j - (past + i), k) + k of queries past..past+q-1 and keys 0..k-1 (`relative_position_ids`),
+        read from a table made once and grown on demand: a decoding step makes no operation for them."""
+        size = max(key_length, past_length + query_length)
+        table = getattr(self, "_relative_position_table", None)
+        if table is None or table.shape[0] < size or table.device != torch.device(device):
+            size = max(size, 2 * table.shape[0] if table is not None and table.device == torch.device(device) else 64)
+            table = relative_position_ids(size, size, self.config.max_relative_position, device=device)
+            self._relative_position_table = table
+        return table[past_length : past_length + query_length, :key_length]
+
     def embed(self, input_ids=None, inputs_embeds=None, past_length=0, side="source"):
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)
@@ -750,7 +757,7 @@ class SyntaxMTEncoder(SyntaxMTStack):
         preset = config.preset or "this configuration"
         position_ids = None
         if config.relative_positions:
-            position_ids = relative_position_ids(length, length, config.max_relative_position, device=hidden_states.device)
+            position_ids = self.relative_position_ids(length, length, 0, hidden_states.device)
         position_relations = combined_relation_ids(position_ids) if position_ids is not None else None
         source_tree_logits = None
         if self.source_parser is not None:
@@ -875,9 +882,9 @@ class SyntaxMTDecoder(SyntaxMTStack):
         encoder_padding_mask = None if encoder_attention_mask is None else encoder_attention_mask.bool()
         relations = None
         if config.relative_positions:  # one new row a decoding step
-            relations = combined_relation_ids(relative_position_ids(
-                length, past_length + length, config.max_relative_position, past_length, device=hidden_states.device
-            ))
+            relations = combined_relation_ids(
+                self.relative_position_ids(length, past_length + length, past_length, hidden_states.device)
+            )
         all_hidden_states, self_attentions, cross_attentions, parse_logits = [], [], [], None
         for layer in self.layers:
             all_hidden_states.append(hidden_states)

@@ -263,24 +263,27 @@ def combined_relation_ids(position_ids=None, tree_ids=None, num_tree_relations=0
     return RelationIds(position_ids * tree_size + tree_ids, tree_size)
 
 
-def combined_relation_table(position_table, tree_table, num_positions, tree_size):
+def combined_relation_table(position_table, tree_table, num_positions, tree_size, projection=None):
     """The table of the combined ids of `RelationIds`, (num_positions · T, d_k):
 
-        w_{a·T + b} = w^pos_a + w^tree_b,   w^tree_{T-1} = 0,
+        w_{a·T + b} = w^pos_a + w^tree_b                   (`sum`, seed 000),
+        w_{a·T + b} = Concat(w^pos_a, w^tree_b) W_rel^T     (`concat_linear`, seed 002; `projection` = W_rel (d_k, 2 d_k)),
 
-    so that one gather / one scatter-add covers both relation types (Concat(a, b) W_rel is the sum of the two halves'
-    products, `SyntaxMTRelations`). A table that is off (None) counts as zeros; None when both are."""
+    w^tree_{T-1} = 0 (NO_RELATION), so that one gather / one scatter-add covers both relation types. A table that is
+    off (None) counts as zeros; None when both are."""
     if position_table is None and tree_table is None:
         return None
+    like = tree_table if tree_table is not None else position_table
     if tree_size == 1:
         return position_table
-    like = tree_table if tree_table is not None else position_table
-    tree = like.new_zeros(tree_size, like.shape[-1])
-    if tree_table is not None:
-        tree = F.pad(tree_table, (0, 0, 0, 1))
+    tree = F.pad(tree_table, (0, 0, 0, 1)) if tree_table is not None else like.new_zeros(tree_size, like.shape[-1])
+    position = position_table if position_table is not None else like.new_zeros(num_positions, like.shape[-1])
+    if projection is not None:
+        pairs = torch.cat([position[:, None].expand(-1, tree_size, -1), tree[None].expand(num_positions, -1, -1)], -1)
+        return pairs.flatten(0, 1) @ projection.transpose(0, 1)
     if position_table is None:
         return tree if num_positions == 1 else tree.repeat(num_positions, 1)
-    return (position_table[:, None] + tree[None]).flatten(0, 1)
+    return (position[:, None] + tree[None]).flatten(0, 1)
 
 
 @dataclass
