@@ -60,7 +60,7 @@ class TreeWalk(NamedTuple):
     max_trees: int
 
 
-def walk_to_roots(source_heads, name="source_heads", ancestors=True) -> TreeWalk:
+def walk_to_roots(source_heads, name="source_heads", ancestors=True, ancestors_within=None) -> TreeWalk:
     """Follow heads up to the roots of a batch of forests, with one look at the data (on a GPU, one wait
     for the device instead of one per tree level).
 
@@ -75,9 +75,11 @@ def walk_to_roots(source_heads, name="source_heads", ancestors=True) -> TreeWalk
         source_heads: LongTensor (B, n); head index in the row, root -> itself, -100 outside the tree.
         name: the feature's name in error messages.
         ancestors: whether to build `ancestor_distance` (None otherwise).
+        ancestors_within: only the ancestors up to this distance (all when None).
     Returns a TreeWalk:
         depth (B, n): depth(root) = 0, depth(child) = depth(head) + 1 (0 outside the tree);
-        ancestor_distance (B, n, n): s > 0 where token j is the s-th ancestor of token i, else 0;
+        ancestor_distance (B, n, n): s > 0 where token j is the s-th ancestor of token i (s <= ancestors_within),
+            else 0;
         root (B, n): the root reached from each token (itself outside the tree);
         in_tree (B, n) bool;
         max_depth, max_trees: ints, the largest depth and the most roots in one row.
@@ -107,7 +109,7 @@ def walk_to_roots(source_heads, name="source_heads", ancestors=True) -> TreeWalk
     if ancestors:
         ancestor_distance = heads.new_zeros(batch_size, length, length + 1)  # column n: where roots write
         current = positions
-        for step in range(1, max_depth + 1):
+        for step in range(1, min(max_depth, ancestors_within or max_depth) + 1):
             parent = heads.gather(1, current)
             ancestor_distance.scatter_(2, torch.where(parent != current, parent, length).unsqueeze(-1), step)
             current = parent
@@ -127,7 +129,9 @@ def dependency_relation_ids(source_heads, scheme, max_distance):
 
     Returns (ids LongTensor (B, n, n), number of relation embeddings).
     """
-    depth, ancestor_distance, root, in_tree, _, _ = walk_to_roots(source_heads, ancestors=scheme == "labeled")
+    # ancestors beyond k get NO_RELATION, and siblings (same head) are never ancestor and descendant: k steps suffice
+    depth, ancestor_distance, root, in_tree, _, _ = walk_to_roots(
+        source_heads, ancestors=scheme == "labeled", ancestors_within=max_distance)
     same_tree = in_tree[:, :, None] & in_tree[:, None, :] & (root[:, :, None] == root[:, None, :])
     if scheme == "depth":
         difference = depth[:, None, :] - depth[:, :, None]
