@@ -4,10 +4,15 @@ memory (`speed.py` JSONs, each measured in one run with abs), as ratios to abs.
 
     python benchmarks/relation_cost.py --ops BEFORE.json AFTER.json --speed BEFORE.json AFTER.json
         [--labels before after] [--note TEXT] [--results-md model_cards/RESULTS.md]
+        [--budget-runs benchmarks/results/kftt.ja-en.budget --gpu benchmarks/results/gpu_speed.json]
 
 A cell reads "before → after". Step time: the median over interleaved rounds of the per-round ratio to abs (the
 speed benchmark's); memory: peak resident set of one step, each system alone in a subprocess. Only ratios measured in
 the same run are compared; the two runs should share the machine's conditions (the note says which).
+
+With `--budget-runs`, a second table gives each budget run's cost (issue 91, item 6): its updates and training hours
+on this project's CPU (the run's own `train_runtime_seconds`, all its sessions), and the GPU minutes the same updates
+take at the step times `--gpu` measured (fp32, abs's median step at n = 64 times the preset's median ratio there).
 """
 
 import argparse
@@ -19,6 +24,7 @@ from results_md import write_section
 from speed import BASELINE, _median_ratio
 
 SECTION = "relation-cost"
+GPU_LENGTH = "64"
 
 
 def _load(path):
@@ -75,6 +81,25 @@ def tables(ops, speeds, labels, systems=None):
     return lines, absolute
 
 
+def budget_costs(runs_dir, gpu):
+    """Markdown lines: per budget run (preset, seed) its updates, CPU hours, s/update, and GPU minutes at the
+    measured ratio (– where the GPU benchmark has no such preset)."""
+    train = gpu["train"]["fp32"]
+    abs_steps = train[BASELINE][GPU_LENGTH]["step_s"]
+    abs_step = sorted(abs_steps)[len(abs_steps) // 2]
+    lines = [f"| run | seed | updates | CPU hours | CPU s / update | GPU step ×abs (fp32, n = {GPU_LENGTH}) | "
+             f"GPU minutes |", "|---|---|---|---|---|---|---|"]
+    for path in sorted(Path(runs_dir).glob("*/seed*.json")):
+        run = _load(path)
+        preset = run.get("variant_of") or run["preset"]
+        ratio = _median_ratio(train[preset][GPU_LENGTH]["step_s"], abs_steps) if preset in train else None
+        gpu_minutes = f"{run['steps'] * abs_step * ratio / 60:.1f}" if ratio is not None else "–"
+        lines.append(f"| {path.parent.name} | {run['seed']} | {run['steps']:,} | {run['train_runtime_seconds'] / 3600:.2f} | "
+                     f"{run['train_runtime_seconds'] / run['steps']:.2f} | "
+                     f"{f'{ratio:.2f}' if ratio is not None else '–'} | {gpu_minutes} |")
+    return lines, abs_step
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", nargs=2, required=True, metavar=("BEFORE", "AFTER"))
@@ -83,10 +108,20 @@ def main(argv=None):
     parser.add_argument("--systems", nargs="+", help="rows, in order (default: every system of the after counts)")
     parser.add_argument("--note", default="", help="how and where it was measured, written under the table")
     parser.add_argument("--results-md", default="", help="write the section there ('' to print only)")
+    parser.add_argument("--budget-runs", help="a quality runner's results folder of budget runs (<variant>/seed<k>.json)")
+    parser.add_argument("--gpu", help="gpu_speed.py JSON whose fp32 step times price the budget runs")
     args = parser.parse_args(argv)
     lines, absolute = tables([_load(p) for p in args.ops], [_load(p) for p in args.speed], args.labels, args.systems)
-    body = "\n".join(["## What the relation terms cost: operations, CPU time, memory (issue 91)", "", *lines, "",
-                      "; ".join(absolute) + ".", *([""] + [args.note] if args.note else [])])
+    body = ["## What the relation terms cost: operations, CPU time, memory (issue 91)", "", *lines, "",
+            "; ".join(absolute) + ".", *([""] + [args.note] if args.note else [])]
+    if args.budget_runs:
+        budget, abs_step = budget_costs(args.budget_runs, _load(args.gpu))
+        body += ["", "### The budget runs' compute", "", *budget, "",
+                 f"GPU minutes: updates × {abs_step * 1000:.1f} ms (abs's median fp32 step at n = {GPU_LENGTH}, 4,096 "
+                 f"tokens, `{args.gpu}`) × the preset's ratio there, training only; CPU hours: the run's training time "
+                 "on this project's 2-core machines (2 processes), summed over its sessions."]
+        lines = lines + budget
+    body = "\n".join(body)
     print(body)
     if args.results_md:
         write_section(args.results_md, SECTION, body)

@@ -38,3 +38,18 @@ def test_cells_read_before_then_after(tmp_path, capsys):
     text = md.read_text(encoding="utf-8")
     assert "<!-- relation-cost:begin -->" in text and "measured alone" in text
     assert "abs: 100 operations a training step, 200 a greedy decoding (before)" in capsys.readouterr().out
+
+
+def test_budget_costs_price_each_run_at_its_preset_s_gpu_ratio(tmp_path):
+    for variant, preset, steps, seconds in (("transformer_abs@4B", "transformer_abs", 400, 720.0),
+                                            ("transformer_rel", "transformer_rel", 100, 90.0)):
+        (tmp_path / variant).mkdir()
+        run = {"preset": variant, "variant_of": preset if preset != variant else None, "seed": 1, "steps": steps,
+               "train_runtime_seconds": seconds}
+        (tmp_path / variant / "seed1.json").write_text(json.dumps(run), encoding="utf-8")
+    gpu = {"train": {"fp32": {"transformer_abs": {"64": {"step_s": [0.03, 0.03, 0.03]}},
+                              "transformer_rel": {"64": {"step_s": [0.06, 0.06, 0.06]}}}}}
+    lines, abs_step = relation_cost.budget_costs(tmp_path, gpu)
+    assert abs_step == 0.03
+    assert lines[2] == "| transformer_abs@4B | 1 | 400 | 0.20 | 1.80 | 1.00 | 0.2 |"  # 400 × 0.03 s = 12 s
+    assert lines[3] == "| transformer_rel | 1 | 100 | 0.03 | 0.90 | 2.00 | 0.1 |"  # 100 × 0.03 × 2 = 6 s
