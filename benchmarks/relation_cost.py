@@ -110,6 +110,7 @@ def main(argv=None):
     parser.add_argument("--results-md", default="", help="write the section there ('' to print only)")
     parser.add_argument("--budget-runs", help="a quality runner's results folder of budget runs (<variant>/seed<k>.json)")
     parser.add_argument("--gpu", help="gpu_speed.py JSON whose fp32 step times price the budget runs")
+    parser.add_argument("--budget-note", default="", help="written under the budget table")
     args = parser.parse_args(argv)
     lines, absolute = tables([_load(p) for p in args.ops], [_load(p) for p in args.speed], args.labels, args.systems)
     body = ["## What the relation terms cost: operations, CPU time, memory (issue 91)", "", *lines, "",
@@ -119,7 +120,8 @@ def main(argv=None):
         body += ["", "### The budget runs' compute", "", *budget, "",
                  f"GPU minutes: updates × {abs_step * 1000:.1f} ms (abs's median fp32 step at n = {GPU_LENGTH}, 4,096 "
                  f"tokens, `{args.gpu}`) × the preset's ratio there, training only; CPU hours: the run's training time "
-                 "on this project's 2-core machines (2 processes), summed over its sessions."]
+                 "on this project's 2-core machines (2 processes), summed over its sessions.",
+                 *([""] + [args.budget_note] if args.budget_note else [])]
         lines = lines + budget
     body = "\n".join(body)
     print(body)
