@@ -11,8 +11,8 @@ from typing import Optional, Sequence
 import numpy as np
 from results_md import marked, write_section  # benchmarks/ is on sys.path (the script's folder)
 
-from .findings import (FOREST_PLOT, MEASURED_RESULTS, collect, forest_rows, readme_section, results_section,
-                       write_measured_results)
+from .findings import (FOREST_PLOT, MEASURED_RESULTS, collect, forest_rows, load_external, readme_section,
+                       results_section, write_measured_results)
 from .recipes import (
     BASELINE, BUDGET_SETTINGS, DEP_BASELINE, REPO, budget_control, grid_runs, load_recipe, read_lines, resolve,
     run_settings, same_change_baseline,
@@ -67,6 +67,7 @@ def summarize_recipe(recipe: dict, results_dir: Path, chart_dir: Path) -> str:
         lines += length_thirds_lines(order, stats, sources, tokenize, variants)
     lines += length_bucket_lines(recipe, results_dir, order, by_preset, stats, dev_limit, chart_dir)
     lines += data_size_lines(recipe, results_dir, chart_dir)
+    lines += budget_lines(recipe, by_preset, load_external(results_dir), chart_dir)
     lines += learning_curve_lines(order, by_preset)
     lines += parse_head_lines(order, by_preset)
     lines += self_parsing_lines(recipe, order, by_preset, stats, dev_limit)
@@ -518,6 +519,77 @@ def plot_data_size_chart(recipe: dict, points: dict, sizes: list[int], chart_dir
     ax.set_title(f"{recipe['name']}: where the syntax pays, by data size", fontsize=9)
     ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return save_chart(fig, chart_dir / f"quality_{recipe['name']}_data_size.png")
+
+
+def budget_points(recipe: dict, by_preset: dict, external: list[dict]) -> dict[str, list[dict]]:
+    """{base preset: [{name, updates, hours, dev, test}]} for every preset trained at two or more budgets (the
+    preset and its variants that change only the training budget, `BUDGET_SETTINGS`), ordered by updates: dev BLEU
+    of the selected checkpoints and their training hours averaged over the seeds, test BLEU (selected, mean over the
+    seeds scored) where the recipe's held-out test was scored outside the project (None elsewhere)."""
+    variants = recipe.get("variants", {})
+    test = {}
+    for figures in external:
+        if figures["recipe"] == recipe["name"] and figures["split"] == "test":
+            for score in figures.get("scores", []):
+                by_seed = score.get("bleu_by_seed")
+                test[score["system"]] = float(np.mean(by_seed)) if by_seed else score.get("bleu_mean")
+    groups: dict[str, list[dict]] = {}
+    for name, runs in by_preset.items():
+        variant = variants.get(name, {})
+        if variant and (set(variant) - {"preset", "training"} or set(variant.get("training", {})) - set(BUDGET_SETTINGS)):
+            continue  # a variant that changes more than the budget
+        groups.setdefault(variant.get("preset", name), []).append({
+            "name": name, "updates": int(np.mean([r["steps"] for r in runs])),
+            "hours": float(np.mean([r["train_runtime_seconds"] for r in runs])) / 3600,
+            "dev": float(np.mean([r["dev"]["bleu"] for r in runs])), "test": test.get(name)})
+    return {base: sorted(points, key=lambda p: p["updates"]) for base, points in groups.items() if len(points) > 1}
+
+
+def budget_lines(recipe: dict, by_preset: dict, external: list[dict], chart_dir: Path) -> list[str]:
+    """BLEU by training budget: a table and a chart (against updates and against training hours) for the presets
+    trained at several budgets; [] where none is."""
+    points = budget_points(recipe, by_preset, external)
+    if not points:
+        return []
+    lines = ["", "By training budget (selected checkpoints, mean over seeds; test‡ where scored outside the project; "
+             "hours: training on this project's 2-core CPUs, 2 processes):", "",
+             "| run | updates | training hours | dev BLEU | test‡ BLEU |", "|---|---|---|---|---|"]
+    for runs in points.values():
+        for p in runs:
+            test = "–" if p["test"] is None else f"{p['test']:.2f}"
+            lines.append(f"| {p['name']} | {p['updates']:,} | {p['hours']:.2f} | {p['dev']:.2f} | {test} |")
+    chart = plot_budget_chart(recipe, points, chart_dir)
+    return lines + ["", f"![BLEU by training budget]({os.path.relpath(chart, RESULTS_MD.parent)})"]
+
+
+def plot_budget_chart(recipe: dict, points: dict[str, list[dict]], chart_dir: Path) -> Path:
+    """Two panels, BLEU against training updates and against training hours: one colour a preset, dev solid,
+    test dashed where scored."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8), sharey=True)
+    for k, (base, runs) in enumerate(points.items()):
+        colour = f"C{k}"
+        for ax, x in zip(axes, ("updates", "hours")):
+            ax.plot([p[x] for p in runs], [p["dev"] for p in runs], marker="o", color=colour,
+                    label=f"{base.replace('transformer_', '')} dev")
+            scored = [p for p in runs if p["test"] is not None]
+            if scored:
+                ax.plot([p[x] for p in scored], [p["test"] for p in scored], marker="s", linestyle="--", color=colour,
+                        label=f"{base.replace('transformer_', '')} test‡")
+    updates = sorted({p["updates"] for runs in points.values() for p in runs})
+    axes[0].set_xticks(updates, [f"{u:,}" for u in updates])
+    axes[0].set_xlabel("training updates")
+    axes[1].set_xlabel("training hours (2-core CPU)")
+    axes[0].set_ylabel("BLEU (beam 4, selected checkpoint)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"{recipe['name']}: BLEU by training budget", fontsize=9)
+    return save_chart(fig, chart_dir / f"quality_{recipe['name']}_budget.png")
 
 
 def save_chart(fig, path: Path) -> Path:
