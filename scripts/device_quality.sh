@@ -39,6 +39,10 @@
 #           runs tests/model/test_cuda.py (fp32 on the GPU is the CPU's function, bf16, torch.compile, the Trainer
 #           and the pipeline on the GPU) and benchmarks/gpu_speed.py, and puts the test log and
 #           benchmarks/results/gpu_speed.json under $OUT.
+#   there:  bash scripts/device_quality.sh relation-cost    (carry .whl)
+#           the relation path of issue 91 on the GPU: tests/model/test_cuda.py, gpu_speed.py for abs, rel,
+#           dep_labeled_rel and dep_labeled_rel@keys at 4,096 and 32,768 tokens (fp32 and bf16), and their profiles,
+#           eager and compiled; the JSONs and logs under $OUT (`gpu_speed.py --tables-from` writes RESULTS' tables).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -119,9 +123,26 @@ checks() {
     (cd benchmarks && python3 gpu_speed.py --output "$OUT/gpu_speed.json") 2>&1 | tee "$OUT/gpu_speed.log" | tail -60
 }
 
+relation_cost() {  # issue 91, item 5: the relation path on the GPU (after `prepare`, carry .whl); ~8 min on an H200
+    [ -f .whl/site.tar.xz ] || { echo "no .whl/site.tar.xz: run prepare (again) and carry .whl" >&2; exit 1; }
+    mkdir -p /tmp/site && tar xJf .whl/site.tar.xz -C /tmp/site || exit 1
+    export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+    local presets=(transformer_abs transformer_rel transformer_dep_labeled_rel transformer_dep_labeled_rel@keys)
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+    timeout 200 python3 -m pytest -q -x -p no:cacheprovider tests/model/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log" | tail -5
+    cd benchmarks
+    for tokens in 4096 32768; do
+        timeout 150 python3 gpu_speed.py --presets "${presets[@]}" --lengths 32 64 128 --rounds 6 \
+            --tokens-per-batch "$tokens" --output "$OUT/gpu_speed_relation_${tokens}.json" 2>&1 | tail -30
+    done
+    timeout 120 python3 gpu_speed.py --lengths 64 --profile "${presets[@]}" --compile 2>&1 | tee "$OUT/gpu_profile.log" | tail -60
+}
+
 case "${1:-}" in
     prepare) shift; prepare "$@" ;;
     run) shift; run "$@" ;;
     checks) checks ;;
-    *) echo "usage: $0 prepare [RECIPE.json...] | run LANES START_BY STOP_AT FINAL_S RECIPE_NAME:PRESET... | checks" >&2; exit 2 ;;
+    relation-cost) relation_cost ;;
+    *) echo "usage: $0 prepare [RECIPE.json...] | run LANES START_BY STOP_AT FINAL_S RECIPE_NAME:PRESET... | checks | relation-cost" >&2
+       exit 2 ;;
 esac
