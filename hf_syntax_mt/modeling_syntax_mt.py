@@ -132,8 +132,8 @@ class SyntaxMTAttention(nn.Module):
         e_ij = q_i · (k_j + r^K_ij) / sqrt(d_k) (+ log G_ij on localized heads)
         z_i  = Σ_j α_ij (v_j + r^V_ij)
 
-    where r sums the active relation terms (Shaw a, dependency b, or Concat(a, b) W_rel split into
-    its two halves). With `parse_head=True`, head 0 is a bi-affine parse head (seeds 001/004):
+    where r is the relation vector of the pair's combined id (Shaw a + dependency b, or Concat(a, b) W_rel;
+    `relation_attention.combined_relation_table`). With `parse_head=True`, head 0 is a bi-affine parse head (seeds 001/004):
         s_tq = Q_p[t] U K_p[q]^T + K_p[q] · u,   A_parse = softmax_q(s)
     and its scores are returned as `parse_logits`.
     """
