@@ -47,17 +47,17 @@ start)
     git pull -q --ff-only "$(dirname "$(dirname "$SCRIPT")")" HEAD ||
         echo "kftt_campaign: could not fast-forward $CAMPAIGN (see above); the queue runs its $(git log --oneline -1)"
     [ -x .venv/bin/python ] || bash scripts/setup.sh
-    # the recipe's benchmark-only parsers (the English target parser of transformer_dbsa), not in setup.sh's extras:
-    # without them the queue stops at its first run that parses the target side
-    parsers=$(.venv/bin/python -c "import json, sys; r = json.load(open(sys.argv[1]))
-print(' '.join(p['pip'] for p in (r.get('source_parser'), r.get('target_parser')) if p and p.get('benchmark_only')))" "$RECIPE")
-    [ -z "$parsers" ] || .venv/bin/python -m pip install -q $parsers -c scripts/constraints.txt
     log="$RUNS/campaign.$(date -u +%Y%m%dT%H%M%SZ).log"
     setsid nohup bash "$SCRIPT" _queue > "$log" 2>&1 < /dev/null &   # this file: the clone may predate it
     echo "kftt_campaign: queue started from $CAMPAIGN at $(git log --oneline -1); log: $log"
     ;;
 _queue)
     cd "$CAMPAIGN"
+    # the recipe's benchmark-only parsers (the English target parser of transformer_dbsa), not in setup.sh's extras:
+    # without them the queue stops at its first run that parses the target side
+    parsers=$(.venv/bin/python -c "import json, sys; r = json.load(open(sys.argv[1]))
+print(' '.join(p['pip'] for p in (r.get('source_parser'), r.get('target_parser')) if p and p.get('benchmark_only')))" "$RECIPE")
+    [ -z "$parsers" ] || .venv/bin/python -m pip install -q $parsers -c scripts/constraints.txt
     for item in "${QUEUE[@]}"; do
         read -r preset seed <<< "$item"
         .venv/bin/python benchmarks/quality.py run --recipe "$RECIPE" --presets "$preset" --seeds "$seed" \
