@@ -1,6 +1,6 @@
 """Relation attention in few operations (issue 91) computes what the path before it computed: the frozen copy of that
 path (`reference_path`, commit af0d50e) with the same weights gives the same losses, gradients, logits and greedy
-translations, on every relation preset and combination, with padding, odd lengths, the KV cache and both attention
+translations, on every relation preset and combination (with SLA's localized heads and DBSA's parse heads too), with padding, odd lengths, the KV cache and both attention
 implementations."""
 
 import random
@@ -32,8 +32,15 @@ COMBINATIONS = {  # what the presets do not cover: other clips, key-only / value
                                   dependency_value_term=False),
     "dep_labeled_sum_pre_ln": dict(relative_positions=True, dependency_relations="labeled", normalize_before=True),
 }
-CASES = [(name, {}) for name in RELATION_PRESETS] + [("transformer_abs", overrides) for overrides in COMBINATIONS.values()]
-IDS = RELATION_PRESETS + list(COMBINATIONS)
+KEYS_ONLY = dict(relative_value_term=False, dependency_value_term=False)
+WITH_OTHER_METHODS = {  # relation terms beside localized heads (log G in the same scores or mask) and a parse head
+    "labeled_rel+sla+dbsa": ("transformer_dep_labeled_rel+transformer_sla+transformer_dbsa", {}),
+    "dep_rel_keys+dbsa": ("transformer_dep_rel+transformer_dbsa", KEYS_ONLY),
+    "rel_keys+sla": ("transformer_rel+transformer_sla", KEYS_ONLY),
+}
+CASES = ([(name, {}) for name in RELATION_PRESETS] + [("transformer_abs", overrides) for overrides in COMBINATIONS.values()]
+         + list(WITH_OTHER_METHODS.values()))
+IDS = RELATION_PRESETS + list(COMBINATIONS) + list(WITH_OTHER_METHODS)
 
 
 def both_models(preset, overrides, implementation="sdpa"):
