@@ -1,7 +1,7 @@
 """Relation attention in few operations (issue 91) computes what the path before it computed: the frozen copy of that
 path (`reference_path`, commit af0d50e) with the same weights gives the same losses, gradients, logits and greedy
-translations, on every relation preset and combination (with SLA's localized heads and DBSA's parse heads too), with padding, odd lengths, the KV cache and both attention
-implementations."""
+translations, on every relation preset and combination (beside SLA's localized heads and DBSA's parse heads too),
+with padding, odd lengths, the KV cache and both attention implementations."""
 
 import random
 import sys
