@@ -45,7 +45,8 @@ METHODS = (
            (("transformer_dep_labeled_rel", "transformer_abs"),)),
     Method("syntax-guided localized attention", "Hou/Zhu et al. 2022",
            (("transformer_sla", "transformer_sla@flat"), ("transformer_sla", "transformer_abs"))),
-    Method("DBSA as first built (parse heads on layer 4, or the top of a shallower model)", "Deguchi et al. 2019",
+    Method("DBSA, the SPEC's setting (parse heads on the top layer in the 6-epoch runs, on layer 2 of 3 in the KFTT "
+           "budget run)", "Deguchi et al. 2019",
            (("transformer_dbsa", "transformer_abs"), ("transformer_dbsa_enc", "transformer_abs"))),
     Method("DBSA, the authors' setting", "Deguchi et al. 2019", (("transformer_dbsa@authors", "transformer_abs"),)),
     Method("self-parsing (the model's own trees)", "this package",
