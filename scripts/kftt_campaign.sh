@@ -6,8 +6,8 @@
 #                                          # queue at a time ($RUNS/campaign.lock, held from setup to the queue's end)
 #   bash scripts/kftt_campaign.sh status   # the run now training: its step, learning rate, tune BLEU so far
 #   bash scripts/kftt_campaign.sh stop     # SIGINT: the run saves a checkpoint, which the next `start` resumes from
-#   bash scripts/kftt_campaign.sh collect  # copy the finished runs' results (JSON, translations, training log) from
-#                                          # the clone into this checkout's benchmarks/results (no file overwritten)
+#   bash scripts/kftt_campaign.sh collect  # copy the finished runs' results (JSON, translations; the training log
+#                                          # from $RUNS) into this checkout's benchmarks/results (no file overwritten)
 #
 # The clone is made once and fast-forwarded to this checkout at each `start` (new recipe variants reach the queue;
 # a run that resumes keeps its function, which the tests hold to the same losses, not its speed). quality.py run
@@ -98,6 +98,8 @@ collect)
             echo "kftt_campaign: $preset seed $seed has not finished (no $from/seed$seed.json)"; continue
         fi
         mkdir -p "$to" && cp -n "$from"/seed"$seed".* "$to"/
+        log="$RUNS/kftt.ja-en.budget/$preset/seed$seed/training_log.csv"   # the rate ending at 0, the evaluations
+        [ ! -f "$log" ] || cp -n "$log" "$to/seed$seed.training_log.csv"
         echo "kftt_campaign: $preset seed $seed -> $to: $(ls "$to" | grep -c "^seed$seed\.") files; then:"
         echo "  .venv/bin/python benchmarks/quality.py summary --recipe $RECIPE"
     done
