@@ -40,11 +40,16 @@ start)
         pid=$(queue_pid)
         echo "kftt_campaign: the queue of $CAMPAIGN is already running${pid:+ (pid $pid)} or starting"; exit 0
     fi
-    if [ ! -d "$CAMPAIGN/.git" ]; then
-        git clone -q "$(dirname "$(dirname "$SCRIPT")")" "$CAMPAIGN"
-    fi
+    here=$(dirname "$(dirname "$SCRIPT")")
+    [ -d "$CAMPAIGN/.git" ] || git clone -q "$here" "$CAMPAIGN"
     cd "$CAMPAIGN"
-    git pull -q --ff-only "$(dirname "$(dirname "$SCRIPT")")" HEAD ||
+    # a finished run writes its results into the clone; once collected and committed here they would block the
+    # fast-forward as untracked files: drop those with the commit's bytes (any other file stays, and stops the merge)
+    git ls-files --others --exclude-standard -- benchmarks/results | while read -r path; do
+        if git -C "$here" cat-file -e "HEAD:$path" 2>/dev/null && git -C "$here" show "HEAD:$path" | cmp -s - "$path"
+        then rm -- "$path"; fi
+    done
+    git pull -q --ff-only "$here" HEAD ||
         echo "kftt_campaign: could not fast-forward $CAMPAIGN (see above); the queue runs its $(git log --oneline -1)"
     [ -x .venv/bin/python ] || bash scripts/setup.sh
     log="$RUNS/campaign.$(date -u +%Y%m%dT%H%M%SZ).log"
@@ -107,4 +112,4 @@ collect)
 *)
     echo "usage: bash scripts/kftt_campaign.sh start|status|stop|collect" >&2; exit 2
     ;;
-esac
+esac; exit   # on the line of esac: a queue that runs this file reads nothing after it, however it is edited

@@ -54,3 +54,50 @@ def test_a_second_start_during_the_first_ones_setup_starts_no_second_queue(tmp_p
     finally:
         for queue in _queues(campaign):
             os.killpg(os.getpgid(queue.pid), signal.SIGKILL)
+
+
+def _git(folder: Path, *arguments: str) -> str:
+    command = ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@t", *arguments]
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_start_fast_forwards_past_results_the_run_wrote_and_this_checkout_committed(tmp_path):
+    """A finished run's files in the clone, collected and committed here since, do not stop the fast-forward; a file
+    of the clone's that differs from the commit's is kept (and the clone stays where it was)."""
+    here, campaign, runs = tmp_path / "main", tmp_path / "campaign", tmp_path / "runs"
+    (here / "scripts").mkdir(parents=True)
+    (here / "scripts" / "kftt_campaign.sh").write_bytes(SCRIPT.read_bytes())
+    (here / "scripts" / "setup.sh").write_text(
+        "mkdir -p .venv/bin\nprintf '#!/bin/sh\\nexec sleep 60\\n' > .venv/bin/python\nchmod +x .venv/bin/python\n")
+    _git(here.parent, "init", "-q", str(here))
+    _git(here, "add", "-A")
+    _git(here, "commit", "-q", "-m", "before the run")
+    _git(tmp_path, "clone", "-q", str(here), str(campaign))
+    results = Path("benchmarks/results/kftt.ja-en.budget/transformer_dbsa")
+    (campaign / results).mkdir(parents=True)
+    (campaign / results / "seed1.json").write_text('{"bleu": 5.15}\n')   # what the run wrote in the clone
+    (here / results).mkdir(parents=True)
+    (here / results / "seed1.json").write_text('{"bleu": 5.15}\n')       # collected and committed here
+    _git(here, "add", "-A")
+    _git(here, "commit", "-q", "-m", "collected")
+    env = dict(os.environ, CAMPAIGN=str(campaign), HF_SYNTAX_MT_RUNS=str(runs))
+    command = ["bash", str(here / "scripts" / "kftt_campaign.sh"), "start"]
+    try:
+        started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        assert started.returncode == 0 and "could not fast-forward" not in started.stdout, started.stdout
+        assert _git(campaign, "rev-parse", "HEAD") == _git(here, "rev-parse", "HEAD")
+        assert _git(campaign, "status", "--porcelain", "--", "benchmarks") == ""
+        for queue in _queues(campaign):
+            os.killpg(os.getpgid(queue.pid), signal.SIGKILL)
+        (campaign / results / "seed2.json").write_text('{"bleu": 5.0}\n')   # the clone's own, not committed here
+        (here / results / "seed2.json").write_text('{"bleu": 4.9}\n')
+        _git(here, "add", "-A")
+        _git(here, "commit", "-q", "-m", "another seed2")
+        (runs / "campaign.lock").unlink()
+        started = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+        assert "could not fast-forward" in started.stdout
+        assert (campaign / results / "seed2.json").read_text() == '{"bleu": 5.0}\n'
+        assert _git(campaign, "rev-parse", "HEAD") != _git(here, "rev-parse", "HEAD")
+    finally:
+        for queue in _queues(campaign):
+            os.killpg(os.getpgid(queue.pid), signal.SIGKILL)
