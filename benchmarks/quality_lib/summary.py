@@ -545,6 +545,10 @@ def budget_points(recipe: dict, by_preset: dict, external: list[dict]) -> dict[s
     return {base: sorted(points, key=lambda p: p["updates"]) for base, points in groups.items() if len(points) > 1}
 
 
+BUDGET_CHART = "quality_{}_budget.png"
+"""The chart of BLEU by training budget of a recipe (by its name), beside RESULTS.md and in the model cards."""
+
+
 def budget_lines(recipe: dict, by_preset: dict, external: list[dict], chart_dir: Path) -> list[str]:
     """BLEU by training budget: a table and a chart (against updates and against training hours) for the presets
     trained at several budgets; [] where none is."""
@@ -589,7 +593,7 @@ def plot_budget_chart(recipe: dict, points: dict[str, list[dict]], chart_dir: Pa
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=8, loc="lower right")
     fig.suptitle(f"{recipe['name']}: BLEU by training budget", fontsize=9)
-    return save_chart(fig, chart_dir / f"quality_{recipe['name']}_budget.png")
+    return save_chart(fig, chart_dir / BUDGET_CHART.format(recipe["name"]))
 
 
 def save_chart(fig, path: Path) -> Path:
@@ -714,6 +718,8 @@ def write_findings(args) -> dict:
     if readme:
         write_section(readme, "findings", readme_section(found), create=False)
     if measured:
-        write_measured_results(found, measured)
+        prefix, suffix = BUDGET_CHART.split("{}")
+        charts = Path(args.output).parent.glob(BUDGET_CHART.format("*"))
+        write_measured_results(found, measured, {c.name[len(prefix):-len(suffix)]: c for c in charts})
     return found
 

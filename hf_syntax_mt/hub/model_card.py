@@ -49,13 +49,14 @@ def measured_rows(preset: str, config: dict, languages: tuple = ("", ""), rows=N
     return sorted(mine, key=lambda r: r["direction"] != direction)
 
 
-def _format_measured(preset: str, config: dict, languages: tuple) -> str:
-    """The card's "what this preset is worth" part: Δ BLEU [95% CI] against each control, per corpus."""
-    from .measured_results import EXTERNAL_PROVENANCE
+def _format_measured(preset: str, config: dict, languages: tuple) -> tuple[str, list[Path]]:
+    """The card's "what this preset is worth" part: Δ BLEU [95% CI] against each control, per corpus, and the chart
+    of BLEU by training budget of each recipe of its rows that has one; returns the text and the charts it shows."""
+    from .measured_results import BUDGET_CHARTS, EXTERNAL_PROVENANCE
 
     rows = measured_rows(preset, config, languages)
     if not rows:
-        return ""
+        return "", []
     name = measured_name(preset, config)
     lines = [f"## What `{name}` measured in the project's experiments", "",
              f"The same preset trained by the package's recipes (`benchmarks/recipes/`, recipe-size models: "
@@ -71,7 +72,14 @@ def _format_measured(preset: str, config: dict, languages: tuple) -> str:
     for issue in dict.fromkeys(r["issue"] for r in rows if r["scored_outside"]):
         provenance = EXTERNAL_PROVENANCE[issue]
         lines += ["", f"Held-out test rows: {provenance[0].lower()}{provenance[1:]}"]
-    return "\n".join(lines)
+    charts = []
+    for recipe in dict.fromkeys(r["recipe"] for r in rows if r["recipe"] in BUDGET_CHARTS):
+        charts.append(MODEL_CARD_TEMPLATE.with_name(BUDGET_CHARTS[recipe]))
+        lines += ["", f"BLEU by training budget on {recipe}, the recipe of the budget rows above (each preset it trained "
+                      "at several budgets; dev solid, held-out test‡ dashed where scored outside the project):", "",
+                  f"![BLEU on {recipe} against training updates and training hours, one line a preset]"
+                  f"({BUDGET_CHARTS[recipe]})"]
+    return "\n".join(lines), charts
 
 
 EXAMPLE_SENTENCES = {"ja": "私は赤い車を買った。", "en": "I bought a red car.", "de": "Ich habe ein rotes Auto gekauft."}
@@ -154,14 +162,15 @@ def write_model_card(output_dir, *, preset: str = "", config: Optional[dict] = N
     card = template
     for key, value in values.items():
         card = card.replace("{{" + key + "}}", str(value))
-    measured = _format_measured(preset, config, languages)
+    measured, charts = _format_measured(preset, config, languages)
     if measured:  # after the model's own scores, before how to use it
         card = card.replace(USE_HEADING, f"{measured}\n\n{USE_HEADING}", 1) if USE_HEADING in card \
             else f"{card.rstrip()}\n\n{measured}\n"
     path = Path(output_dir) / "README.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(card, encoding="utf-8")
-    shutil.copyfile(APP_SCREENSHOT, path.with_name(APP_SCREENSHOT.name))  # the card shows the page (hf-syntax-mt app)
+    for picture in (APP_SCREENSHOT, *charts):  # the card shows the page (hf-syntax-mt app) and the budget charts
+        shutil.copyfile(picture, path.with_name(picture.name))
     return path
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_syntax_mt.hub import measured_results
+from hf_syntax_mt.hub import measured_results, model_card
 from hf_syntax_mt.hub.model_card import measured_rows, write_model_card
 
 REPO = Path(__file__).resolve().parents[2]
@@ -134,6 +134,35 @@ def test_model_card_cites_the_preset_rows(tmp_path):
     assert measured_rows("transformer_dep_labeled", {}, rows=[]) == []
     plain = write_model_card(tmp_path / "b", preset="transformer_dbsa_dec").read_text()
     assert "measured in the project's experiments" not in plain
+
+
+def test_model_card_shows_the_budget_chart_of_its_rows_recipe(tmp_path):
+    """A card with a row of a recipe trained at several budgets shows that recipe's chart (RESULTS.md's, copied into
+    the package by the summary) and ships it beside README.md; a card without such a row shows none."""
+    recipe = "kftt.ja-en.budget"
+    assert measured_results.BUDGET_CHARTS == {recipe: f"budget_{recipe}.png"}
+    shipped = Path(model_card.__file__).with_name("templates") / measured_results.BUDGET_CHARTS[recipe]
+    assert shipped.read_bytes() == (RESULTS_MD.parent / f"quality_{recipe}_budget.png").read_bytes()
+    card = write_model_card(tmp_path / "a", preset="transformer_dep_labeled_rel", languages=("ja", "en"))
+    assert f"![BLEU on {recipe} against training updates and training hours, one line a preset](budget_{recipe}.png)" \
+        in card.read_text()
+    assert (tmp_path / "a" / f"budget_{recipe}.png").read_bytes() == shipped.read_bytes()
+    assert not any(r["recipe"] == recipe for r in measured_rows("transformer_dep_labeled_rel", {"self_parsing": True}))
+    own = write_model_card(tmp_path / "b", preset="transformer_dep_labeled_rel", config={"self_parsing": True})
+    assert "BLEU by training budget" not in own.read_text() and not (tmp_path / "b" / f"budget_{recipe}.png").exists()
+
+
+def test_measured_results_copies_the_budget_charts_and_drops_older_ones(tmp_path):
+    package = tmp_path / "hub"
+    (package / "templates").mkdir(parents=True)
+    (package / "templates" / "budget_gone.png").write_bytes(b"old")
+    (package / "templates" / "app_screenshot.png").write_bytes(b"page")
+    chart = tmp_path / "quality_r_budget.png"
+    chart.write_bytes(b"chart")
+    findings.write_measured_results({"rows": [], "external_provenance": {}}, package / "measured.py", {"r": chart})
+    assert sorted(p.name for p in (package / "templates").iterdir()) == ["app_screenshot.png", "budget_r.png"]
+    assert (package / "templates" / "budget_r.png").read_bytes() == b"chart"
+    assert "BUDGET_CHARTS = {'r': 'budget_r.png'}" in (package / "measured.py").read_text()
 
 
 def test_write_section_at_top_and_refusal_without_markers(tmp_path):
