@@ -44,9 +44,7 @@ from .relation_attention import (
     localized_attention_log_mask,
     combined_relation_ids,
     combined_relation_table,
-    relation_key_logits,
     relation_logits,
-    relation_value_output,
     relation_values,
     tree_distances,
     walk_to_roots,
@@ -307,7 +305,7 @@ class SyntaxMTAttention(nn.Module):
         for term in bucket_terms:
             buckets = term.key_buckets[:, None].expand(-1, key.shape[1], -1, -1).to(key.dtype)
             if term.key_table is not None:
-                queries.append(relation_key_logits(scaled_query, term.query_ids, term.key_table))
+                queries.append(relation_logits(scaled_query, term.query_ids, term.key_table))
                 keys.append(buckets)
             if term.value_table is not None:
                 values.append(buckets)
@@ -321,7 +319,7 @@ class SyntaxMTAttention(nn.Module):
             if term.value_table is not None:
                 width = term.key_buckets.shape[-1]
                 bucket_mass = output[..., start : start + width]
-                relation_outputs.append(relation_value_output(bucket_mass, term.query_ids, term.value_table))
+                relation_outputs.append(relation_values(bucket_mass, term.query_ids, term.value_table))
                 start += width
         head_output = output[..., : self.head_dim]
         if relation_outputs:
@@ -370,8 +368,10 @@ class SyntaxMTRelations(nn.Module):
             position = getattr(self.relative, side) if self.relative is not None and position_on else None
             tree = getattr(self.dependency, side) if self.dependency is not None and tree_on else None
             tables[side] = position, tree
-        if not isinstance(relations, RelationIds):  # `dependency_depth_buckets`, never with W_rel (no positions)
-            return [BucketRelationTerm(*relations, tables["key"][1], tables["value"][1])]
+        if not isinstance(relations, RelationIds):  # key buckets and the `RelationIds` of depth alone (no positions)
+            key_buckets, ids = relations
+            key, value = (combined_relation_table(None, tables[side][1], 1, ids.tree_size) for side in tables)
+            return [BucketRelationTerm(key_buckets, ids.ids, key, value)]
         num_positions = self.relative.key.shape[0] if self.relative is not None else 1
         key, value = (
             combined_relation_table(*tables[side], num_positions, relations.tree_size,
@@ -715,10 +715,12 @@ class SyntaxMTStack(SyntaxMTPreTrainedModel):
 def source_relations(config, position_ids, source_heads, dtype=torch.float32):
     """The relations of the encoder's self-attention in one forward, shared by its layers: `RelationIds` of the
     Shaw ids `position_ids` (n, n) (or None) and the tree relations of `source_heads` (B, n), or, for relative depth
-    without Shaw positions, `dependency_depth_buckets` (which run inside fused attention)."""
+    without Shaw positions, the key buckets of `dependency_depth_buckets` (which run inside fused attention) and the
+    `RelationIds` of their query ids."""
     distance = config.max_dependency_distance
     if config.dependency_relations == "depth" and position_ids is None:
-        return dependency_depth_buckets(source_heads, distance, dtype)
+        key_buckets, query_ids = dependency_depth_buckets(source_heads, distance, dtype)
+        return key_buckets, combined_relation_ids(tree_ids=query_ids, num_tree_relations=2 * distance + 1)
     tree_ids, size = dependency_relation_ids(source_heads, config.dependency_relations, distance)
     return combined_relation_ids(position_ids, tree_ids, size)
 

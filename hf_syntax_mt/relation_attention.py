@@ -323,43 +323,15 @@ def relation_values(weights, ids, value_table):
 @dataclass
 class BucketRelationTerm:
     """Relation ids factorised through key buckets (`dependency_depth_buckets`): id(i, j) =
-    query_ids[i, m(j)] with key_buckets[j] the one-hot of m(j). Computed by extending the query,
-    key and value vectors with M columns, so it also runs inside fused attention."""
+    query_ids[i, m(j)] with key_buckets[j] the one-hot of m(j), query_ids combined as `RelationIds` are (NO_RELATION
+    -> the tables' zero row). Computed by extending the query, key and value vectors with M columns,
+    q_i ⊕ (q_i W^K^T)[query_ids[i, m]] (`relation_logits`), k_j ⊕ O[j] and v_j ⊕ O[j] (the attention mass per bucket,
+    summed per id by `relation_values`), so it also runs inside fused attention."""
 
     key_buckets: torch.Tensor
     query_ids: torch.Tensor
     key_table: torch.Tensor | None
     value_table: torch.Tensor | None
-
-
-def relation_key_logits(query, ids, key_table):
-    """Key term q_i · w^K_{ids_im} for every query and key bucket m: gather of q·w^K.
-
-    query: (B, H, q, d_k); ids: (B, q, M) -> (B, H, q, M).
-    """
-    per_relation = F.pad(query @ key_table.transpose(0, 1), (0, 1))  # the last column is the zero vector
-    return per_relation.gather(-1, _expanded_ids(ids, per_relation))
-
-
-def relation_value_output(weights, ids, value_table):
-    """Value term Σ_m w_im w^V_{ids_im} = Σ_r (Σ_{m: ids_im = r} w_im) w^V_r: the weights summed per relation id,
-    times the value table.
-
-    weights: (B, H, q, M) (the attention mass per key bucket) -> (B, H, q, d_k).
-    """
-    num_relations = value_table.shape[0]
-    expanded = _expanded_ids(ids, weights, num_relations)
-    sums = weights.new_zeros(*weights.shape[:-1], num_relations + 1).scatter_add_(-1, expanded, weights)
-    return sums[..., :num_relations] @ value_table
-
-
-def _expanded_ids(ids, like, num_relations=None):
-    """ids (B, q, M) as an index into the last axis of `like` (B, H, q, ·), expanded over the heads: NO_RELATION
-    -> column V = `num_relations` (the zero column of `relation_key_logits`, the dropped sum of
-    `relation_value_output`)."""
-    num_relations = like.shape[-1] - 1 if num_relations is None else num_relations
-    ids = torch.where(ids == NO_RELATION, num_relations, ids).unsqueeze(1)
-    return ids.expand(*like.shape[:3], ids.shape[-1])
 
 
 __all__ = [
@@ -372,9 +344,7 @@ __all__ = [
     "dependency_relation_ids",
     "labeled_relation_names",
     "localized_attention_log_mask",
-    "relation_key_logits",
     "relation_logits",
-    "relation_value_output",
     "relation_values",
     "relative_position_ids",
     "tree_distances",
