@@ -36,6 +36,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -162,6 +163,16 @@ def _worker(entrypoint: Callable, threads: int, *args) -> Any:
     return entrypoint(*args)
 
 
+def _launched_worker(entrypoint: Callable, threads: int, *args) -> Any:
+    """`_worker` in a process of `launch`: a Ctrl-C that reaches it before the work handles one (while it loads)
+    ends it with status 130. torch's spawn wrapper would take the KeyboardInterrupt for its parent's and exit 0
+    without a return value, which torch elastic's agent then waits on forever."""
+    try:
+        return _worker(entrypoint, threads, *args)
+    except KeyboardInterrupt:
+        sys.exit(128 + signal.SIGINT)
+
+
 LAUNCHER_LOGGERS = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing")
 
 
@@ -245,7 +256,7 @@ def launch(entrypoint: Callable, *args, processes: int, threads: int = 1, log_di
             logs_specs=DefaultLogsSpecs(log_dir=folder, redirects={rank: Std.ALL for rank in range(1, processes)}),
         )
         with _signals_left_to_workers(), _launcher_log_to(None if log_dir is None else Path(folder) / LAUNCHER_LOG):
-            returned = elastic_launch(config, _worker)(entrypoint, threads, *args)
+            returned = elastic_launch(config, _launched_worker)(entrypoint, threads, *args)
         if log_dir is not None:
             shutil.rmtree(folder, ignore_errors=True)
             with contextlib.suppress(OSError):
@@ -286,7 +297,9 @@ def report_failure(err, output_dir, log_dir: Path) -> str:
 def failed_process(err) -> str:
     """'training process 1 (pid 123) was killed by SIGINT' (or 'exited with status 1') of a `ChildFailedError`."""
     rank, failure = err.get_first_failure()
-    how = f"was killed by {failure.signal_name()}" if failure.exitcode < 0 else f"exited with status {failure.exitcode}"
+    how = (f"was killed by {failure.signal_name()}" if failure.exitcode < 0 else
+           "was stopped by SIGINT while it loaded (status 130)" if failure.exitcode == 128 + signal.SIGINT else
+           f"exited with status {failure.exitcode}")
     return f"training process {rank} (pid {failure.pid}) {how}"
 
 

@@ -719,8 +719,8 @@ def _train_summary(model_args, data_args, arguments_class, settings: dict, train
 
 def train_with_processes(argv: list[str], processes: int, threads: Optional[int], training_args, data_args) -> int:
     """`hf-syntax-mt-train ... --processes N`: check the setting, run `main` in N processes
-    (`data_parallel.launch`) on `worker_arguments(argv)` and return process 0's exit status (1 when a process failed, 128 + the
-    signal when the launcher was stopped by one; 0, saying so, when that came only after the run had finished)."""
+    (`data_parallel.launch`) on `worker_arguments(argv)` and return process 0's exit status (1 when a process failed, 130 when one
+    was stopped by Ctrl-C while it loaded, 128 + the signal when the launcher was stopped by one; 0, saying so, when that came only after the run had finished)."""
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
@@ -741,7 +741,7 @@ def train_with_processes(argv: list[str], processes: int, threads: Optional[int]
         if isinstance(err, SignalException):
             return 128 + int(err.sigval)
         print(f"hf-syntax-mt-train: error: {report_failure(err, training_args.output_dir, log_dir)}", file=sys.stderr)
-        return 1
+        return 128 + signal.SIGINT if err.get_first_failure()[1].exitcode == 128 + signal.SIGINT else 1
 
 
 def _finished_since(output_dir, since: float) -> bool:

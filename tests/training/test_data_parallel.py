@@ -2,11 +2,13 @@
 one-process batches and give the one-process losses, and evaluate and translate in the one-process batches and give
 its outputs; DDP does not search for unused parameters where a model has none."""
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -383,3 +385,42 @@ def test_sigterm_and_a_killed_process_stop_a_run_with_one_line_and_the_same_comm
     assert 1 <= first < second < 2000
     assert not (out / LOCK_NAME).exists()  # a stopped run removes its lock file too
     assert [path.name for path in (out / "_processes").iterdir()] == [report.parent.name]  # the others': removed
+
+
+STARTING_WORKER = '''import os, pathlib, time
+
+
+def still_starting(folder):
+    """A process that is still loading (no handler of its own for Ctrl-C yet)."""
+    pathlib.Path(folder, f"started.{os.getpid()}").touch()
+    time.sleep(120)
+'''
+
+
+def test_ctrl_c_while_the_processes_start_stops_the_launcher(tmp_path):
+    """Ctrl-C to the process group while the processes still load (the first minute of a run, before the trainer
+    handles it) ends the launch with a failed process: torch's spawn wrapper takes a KeyboardInterrupt for its
+    parent's and exits 0 without a return value, which torch elastic's agent waited on forever (issue 92's stop)."""
+    if available_cores() < 2:
+        pytest.skip("needs 2 cores")
+    (tmp_path / "starting.py").write_text(STARTING_WORKER)
+    env = dict(CHILD_ENV, PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
+    code = ("import sys, starting; from hf_syntax_mt.training.data_parallel import failed_process, launch\n"
+            "from torch.distributed.elastic.multiprocessing.errors import ChildFailedError\n"
+            "try:\n    launch(starting.still_starting, sys.argv[1], processes=2)\n"
+            "except ChildFailedError as err:\n    sys.exit(failed_process(err))\n")
+    process = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=env, start_new_session=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for _ in range(600):
+            if len(list(tmp_path.glob("started.*"))) == 2 or process.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert len(list(tmp_path.glob("started.*"))) == 2, process.communicate()[0]
+        os.killpg(process.pid, signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+        assert process.returncode == 1, output[-2000:]
+        assert output.rstrip().endswith("was stopped by SIGINT while it loaded (status 130)"), output[-2000:]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
