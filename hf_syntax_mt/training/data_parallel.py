@@ -163,14 +163,18 @@ def _worker(entrypoint: Callable, threads: int, *args) -> Any:
     return entrypoint(*args)
 
 
+STOPPED_WHILE_LOADING = 128 + signal.SIGINT
+"""The exit status of a process of `launch` that a Ctrl-C reached before its work handled one (while it loaded)."""
+
+
 def _launched_worker(entrypoint: Callable, threads: int, *args) -> Any:
-    """`_worker` in a process of `launch`: a Ctrl-C that reaches it before the work handles one (while it loads)
-    ends it with status 130. torch's spawn wrapper would take the KeyboardInterrupt for its parent's and exit 0
+    """`_worker` in a process of `launch`: a Ctrl-C that reaches it before the work handles one ends it with
+    `STOPPED_WHILE_LOADING`. torch's spawn wrapper would take the KeyboardInterrupt for its parent's and exit 0
     without a return value, which torch elastic's agent then waits on forever."""
     try:
         return _worker(entrypoint, threads, *args)
     except KeyboardInterrupt:
-        sys.exit(128 + signal.SIGINT)
+        sys.exit(STOPPED_WHILE_LOADING)
 
 
 LAUNCHER_LOGGERS = ("torch.distributed.elastic", "torch.distributed.launcher", "torch.multiprocessing")
@@ -298,10 +302,11 @@ def failed_process(err) -> str:
     """'training process 1 (pid 123) was killed by SIGINT' (or 'exited with status 1') of a `ChildFailedError`."""
     rank, failure = err.get_first_failure()
     how = (f"was killed by {failure.signal_name()}" if failure.exitcode < 0 else
-           "was stopped by SIGINT while it loaded (status 130)" if failure.exitcode == 128 + signal.SIGINT else
+           f"was stopped by SIGINT while it loaded (status {STOPPED_WHILE_LOADING})"
+           if failure.exitcode == STOPPED_WHILE_LOADING else
            f"exited with status {failure.exitcode}")
     return f"training process {rank} (pid {failure.pid}) {how}"
 
 
-__all__ = ["PROCESS_LOGS", "PROCESSES_HELP", "available_cores", "check_processes", "every_parameter_trained",
-           "failed_process", "gather_rows", "launch", "prepare_presplit", "report_failure", "token_share", "worker_arguments"]
+__all__ = ["PROCESS_LOGS", "PROCESSES_HELP", "STOPPED_WHILE_LOADING", "available_cores", "check_processes",
+           "every_parameter_trained", "failed_process", "gather_rows", "launch", "prepare_presplit", "report_failure", "token_share", "worker_arguments"]

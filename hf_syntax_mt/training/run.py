@@ -101,7 +101,8 @@ from .arguments import (
     require_at_least,
     train_argument_parser,
 )
-from .data_parallel import PROCESS_LOGS, check_processes, failed_process, launch, report_failure, worker_arguments
+from .data_parallel import (PROCESS_LOGS, STOPPED_WHILE_LOADING, check_processes, failed_process, launch, report_failure,
+                            worker_arguments)
 from .interrupt import InterruptCallback
 from .progress import RunLogCallback, resolve_default_warmup
 from .run_safety import (check_checkpoint_files, last_complete_checkpoint, locked_output_dir, read_whole_json,
@@ -741,7 +742,8 @@ def train_with_processes(argv: list[str], processes: int, threads: Optional[int]
         if isinstance(err, SignalException):
             return 128 + int(err.sigval)
         print(f"hf-syntax-mt-train: error: {report_failure(err, training_args.output_dir, log_dir)}", file=sys.stderr)
-        return 128 + signal.SIGINT if err.get_first_failure()[1].exitcode == 128 + signal.SIGINT else 1
+        stopped_while_loading = err.get_first_failure()[1].exitcode == STOPPED_WHILE_LOADING
+        return STOPPED_WHILE_LOADING if stopped_while_loading else 1
 
 
 def _finished_since(output_dir, since: float) -> bool:

@@ -424,3 +424,23 @@ def test_ctrl_c_while_the_processes_start_stops_the_launcher(tmp_path):
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
+
+
+def test_the_cli_says_a_process_was_stopped_while_it_loaded_and_exits_130(tmp_path, capsys, monkeypatch):
+    """`hf-syntax-mt-train --processes 2` whose process a Ctrl-C ended while it loaded (the launch above): one line
+    naming it and how to start again, and the status of a Ctrl-C, 130 (not 1, a failure)."""
+    if available_cores() < 2:
+        pytest.skip("needs 2 cores")
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    from hf_syntax_mt.training import run
+
+    def stopped_while_loading(*args, **kwargs):
+        failure = ProcessFailure(local_rank=0, pid=4321, exitcode=130, error_file=str(tmp_path / "no_error_file"))
+        raise ChildFailedError("train", {0: failure})
+
+    monkeypatch.setattr(run, "launch", stopped_while_loading)
+    assert main(_cli(synthetic_corpus(), tmp_path / "out", "--max_steps", "1", "--processes", "2")) == 130
+    line = capsys.readouterr().err.rstrip().splitlines()[-1]
+    assert line.startswith("hf-syntax-mt-train: error: training process 0 (pid 4321) was stopped by SIGINT while it "
+                           "loaded (status 130); no checkpoint was saved: rerun the same command to start again"), line
