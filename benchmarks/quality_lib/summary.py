@@ -718,8 +718,13 @@ def write_findings(args) -> dict:
     if readme:
         write_section(readme, "findings", readme_section(found), create=False)
     if measured:
-        prefix, suffix = BUDGET_CHART.split("{}")
-        charts = Path(args.output).parent.glob(BUDGET_CHART.format("*"))
-        write_measured_results(found, measured, {c.name[len(prefix):-len(suffix)]: c for c in charts})
+        charts = {}
+        for path in sorted(Path(args.recipe[0]).resolve().parent.glob("*.json")):
+            chart = Path(args.output).parent / BUDGET_CHART.format(json.loads(path.read_text())["name"])
+            if chart.is_file():
+                recipe = load_recipe(path)
+                presets = budget_points(recipe, load_runs(recipe, args.results_dir)[1], load_external(args.results_dir))
+                charts[recipe["name"]] = (chart, sorted(presets))
+        write_measured_results(found, measured, charts)
     return found
 

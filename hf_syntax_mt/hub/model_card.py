@@ -29,38 +29,46 @@ def _format_scores(scores: dict) -> str:
     return "\n".join(rows)
 
 
-SELF_PARSING_SUFFIX = "@self"
 USE_HEADING = "## Use\n"
 
 
-def measured_name(preset: str, config: dict) -> str:
-    """The run name the project's experiments measured a model of this preset and config under: the preset,
-    with `@self` when the model parses its source itself."""
-    return preset + (SELF_PARSING_SUFFIX if config.get("self_parsing") and SELF_PARSING_SUFFIX not in preset else "")
-
-
-def measured_rows(preset: str, config: dict, languages: tuple = ("", ""), rows=None) -> list[dict]:
-    """The rows of the project's summary whose system is this model's run name, those of its language pair first."""
+def measured_rows(preset: str, config: dict, languages: tuple = ("", ""), rows=None,
+                  variant_settings=None) -> list[dict]:
+    """The rows of the project's summary measured on a model like this one, those of its language pair first: rows
+    of its preset whose run's recipe variant settings (`VARIANT_SETTINGS`: e.g. `@authors`' DBSA layers, `@self`'s
+    self_parsing=True) all equal the config's, and which leave no setting that a measured variant changes at the
+    value this config has (a self-parsing model is not the preset's parser-fed runs, a flat-distance SLA not the
+    tree's)."""
     if rows is None:
         from .measured_results import ROWS as rows
-    name = measured_name(preset, config)
+    if variant_settings is None:
+        from .measured_results import VARIANT_SETTINGS as variant_settings
+    varied = {(key, repr(value)) for settings in variant_settings.values() for key, value in settings.items()}
+
+    def measured_like_this(row: dict) -> bool:
+        settings = variant_settings.get(row["system"], {})
+        return (row["preset"] == preset
+                and all(config.get(key) == value for key, value in settings.items())
+                and not any(key not in settings and repr(config.get(key)) == value for key, value in varied))
+
     direction = "-".join(languages) if all(languages) else ""
-    mine = [r for r in rows if r["system"] == name]
+    mine = [r for r in rows if measured_like_this(r)]
     return sorted(mine, key=lambda r: r["direction"] != direction)
 
 
 def _format_measured(preset: str, config: dict, languages: tuple) -> tuple[str, list[Path]]:
     """The card's "what this preset is worth" part: Δ BLEU [95% CI] against each control, per corpus, and the chart
-    of BLEU by training budget of each recipe of its rows that has one; returns the text and the charts it shows."""
+    of BLEU by training budget of each recipe of its rows whose chart draws this model's run; returns the text and
+    the charts it shows."""
     from .measured_results import BUDGET_CHARTS, EXTERNAL_PROVENANCE
 
     rows = measured_rows(preset, config, languages)
     if not rows:
         return "", []
-    name = measured_name(preset, config)
+    name = "`, `".join(dict.fromkeys(r["system"] for r in rows))
     lines = [f"## What `{name}` measured in the project's experiments", "",
-             f"The same preset trained by the package's recipes (`benchmarks/recipes/`, recipe-size models: "
-             "d_model 256, 3+3 layers), against the control it is judged by; from the summary of the package's "
+             "The same preset and settings trained by the package's recipes (`benchmarks/recipes/`, recipe-size "
+             "models: d_model 256, 3+3 layers), against the control it is judged by; from the summary of the package's "
              "`model_cards/RESULTS.md`:", "",
              "| recipe | regime | control | evidence | Δ BLEU [95% CI] | verdict |", "|---|---|---|---|---|---|"]
     for r in rows:
@@ -73,12 +81,13 @@ def _format_measured(preset: str, config: dict, languages: tuple) -> tuple[str, 
         provenance = EXTERNAL_PROVENANCE[issue]
         lines += ["", f"Held-out test rows: {provenance[0].lower()}{provenance[1:]}"]
     charts = []
-    for recipe in dict.fromkeys(r["recipe"] for r in rows if r["recipe"] in BUDGET_CHARTS):
-        charts.append(MODEL_CARD_TEMPLATE.with_name(BUDGET_CHARTS[recipe]))
+    drawn = [r["recipe"] for r in rows if r["system"] in BUDGET_CHARTS.get(r["recipe"], {}).get("presets", ())]
+    for recipe in dict.fromkeys(drawn):
+        chart = BUDGET_CHARTS[recipe]["chart"]
+        charts.append(MODEL_CARD_TEMPLATE.with_name(chart))
         lines += ["", f"BLEU by training budget on {recipe}, the recipe of the budget rows above (each preset it trained "
                       "at several budgets; dev solid, held-out test‡ dashed where scored outside the project):", "",
-                  f"![BLEU on {recipe} against training updates and training hours, one line a preset]"
-                  f"({BUDGET_CHARTS[recipe]})"]
+                  f"![BLEU on {recipe} against training updates and training hours, one line a preset]({chart})"]
     return "\n".join(lines), charts
 
 

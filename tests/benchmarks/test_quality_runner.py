@@ -443,8 +443,9 @@ def test_summary_writes_the_findings_readme_table_and_measured_results(setup, tm
     assert table in text and table in readme.read_text() and readme.read_text().endswith("## Training\n")
     module = {}
     exec(measured.read_text(), module)
-    assert [(r["system"], r["control"], r["delta"], r["verdict"]) for r in module["ROWS"]] == \
-        [("transformer_rel", "transformer_abs", 0.0, "no clear difference")]
+    assert [(r["system"], r["control"], r["preset"], r["delta"], r["verdict"]) for r in module["ROWS"]] == \
+        [("transformer_rel", "transformer_abs", "transformer_rel", 0.0, "no clear difference")]
+    assert module["VARIANT_SETTINGS"] == {}  # no recipe variant among the rows
     assert (REPO / "README.md").read_text() == repo_readme  # another --output leaves the repository's files alone
 
 

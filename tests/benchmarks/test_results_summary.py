@@ -14,10 +14,14 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import results_md  # noqa: E402
 from quality_lib import findings  # noqa: E402
+from quality_lib.recipes import load_recipe  # noqa: E402
+from quality_lib.scores import load_runs  # noqa: E402
+from quality_lib.summary import budget_points  # noqa: E402
 
 RESULTS_MD = REPO / "model_cards" / "RESULTS.md"
 README = REPO / "README.md"
-EXTERNAL = REPO / "benchmarks" / "results" / findings.EXTERNAL_SCORES
+RESULTS = REPO / "benchmarks" / "results"
+EXTERNAL = RESULTS / findings.EXTERNAL_SCORES
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
@@ -49,8 +53,10 @@ def test_results_summary_and_readme_table_equal_the_result_files(recomputed):
     assert len(table_rows) == len(recomputed["rows"])  # no row that the files no longer give
     assert findings.budget_comparison_lines(recomputed)[2:] == [
         line for line in budget_table.splitlines() if line.startswith("| ") and " − `" in line]
-    keys = ("system", "control", "recipe", "evidence", "seeds", "delta", "ci95", "verdict")
+    keys = ("system", "control", "preset", "recipe", "evidence", "seeds", "delta", "ci95", "verdict")
     assert [{k: r[k] for k in keys} for r in measured_results.ROWS] == [{k: r[k] for k in keys} for r in recomputed["rows"]]
+    assert measured_results.VARIANT_SETTINGS == {
+        name: model for r in recomputed["rows"] for name, model in r["variant_settings"].items() if model}
 
 
 def test_held_out_rows_are_the_external_file_and_marked_as_scored_outside():
@@ -136,12 +142,57 @@ def test_model_card_cites_the_preset_rows(tmp_path):
     assert "measured in the project's experiments" not in plain
 
 
+def test_measured_rows_match_the_recipe_variant_a_model_was_trained_as():
+    """A row applies to a model of its preset whose config has every setting the row's variant changes, and not to
+    one that has the value of a setting some other measured variant changes (written from the rule, on rows made
+    here: a self-parsing model of a preset measured only with a parser gets none)."""
+    rows = [{"system": "p", "preset": "p", "direction": "ja-en"},
+            {"system": "p@a", "preset": "p", "direction": "en-de"},
+            {"system": "p@self", "preset": "p", "direction": "ja-en"},
+            {"system": "q", "preset": "q", "direction": "ja-en"}]
+    settings = {"p@a": {"layer": 1, "weight": 0.5}, "p@self": {"self_parsing": True}, "q@flat": {"distance": "flat"}}
+
+    def systems(preset, config, languages=("", "")):
+        return [r["system"] for r in measured_rows(preset, config, languages, rows=rows, variant_settings=settings)]
+
+    assert systems("p", {}) == ["p"]
+    assert systems("p", {"layer": 3}) == ["p"]  # a value no variant measured: the preset's rows
+    assert systems("p", {"layer": 1, "weight": 0.5}) == ["p@a"]
+    assert systems("p", {"layer": 1, "weight": 1.0}) == []  # half of @a's settings: neither p's runs nor @a's
+    assert systems("p", {"self_parsing": True}) == ["p@self"]
+    assert systems("q", {"self_parsing": True}) == []
+    assert systems("q", {"distance": "flat"}) == []  # a control's setting (a variant with no row of its own)
+    assert systems("p", {"self_parsing": False, "layer": 1, "weight": 0.5}, ("ja", "en")) == ["p@a"]
+
+
+def test_model_card_of_a_recipe_variant_cites_that_variants_rows(tmp_path):
+    """A model trained in DBSA's authors' setting (the recipes' `@authors` variant) cites the @authors rows, not those
+    of the preset's default layer; a model of the default cites the default's; a flat-distance SLA model none of
+    the tree's."""
+    authors = json.loads((REPO / "benchmarks" / "recipes" / "kftt.ja-en.budget.json").read_text())["variants"][
+        "transformer_dbsa@authors"]["model"]
+    own = measured_rows("transformer_dbsa", authors)
+    assert own and {r["system"] for r in own} == {"transformer_dbsa@authors"}
+    card = write_model_card(tmp_path / "a", preset="transformer_dbsa", config=authors, languages=("ja", "en"))
+    assert "\n## What `transformer_dbsa@authors` measured in the project's experiments\n" in card.read_text()
+    for r in own:
+        assert f"{r['delta']:+.2f} [{r['ci95'][0]:+.2f}, {r['ci95'][1]:+.2f}]" in card.read_text()
+    default = measured_rows("transformer_dbsa", {"dbsa_encoder_layer": None, "dbsa_decoder_layer": None})
+    assert default and {r["system"] for r in default} == {"transformer_dbsa"}
+    assert measured_rows("transformer_sla", {"distance_source": "dependency"})
+    assert measured_rows("transformer_sla", {"distance_source": "flat"}) == []
+
+
 def test_model_card_shows_the_budget_chart_of_its_rows_recipe(tmp_path):
     """A card with a row of a recipe trained at several budgets shows that recipe's chart (RESULTS.md's, copied into
     the package by the summary) and ships it beside README.md; a card without such a row shows none."""
     recipe = "kftt.ja-en.budget"
-    assert measured_results.BUDGET_CHARTS == {recipe: f"budget_{recipe}.png"}
-    shipped = Path(model_card.__file__).with_name("templates") / measured_results.BUDGET_CHARTS[recipe]
+    recipe_file = REPO / "benchmarks" / "recipes" / f"{recipe}.json"
+    drawn = budget_points(load_recipe(recipe_file), load_runs(load_recipe(recipe_file), RESULTS)[1],
+                          findings.load_external(RESULTS))
+    assert {"transformer_abs", "transformer_dep_labeled_rel"} <= set(drawn)
+    assert measured_results.BUDGET_CHARTS == {recipe: {"chart": f"budget_{recipe}.png", "presets": sorted(drawn)}}
+    shipped = Path(model_card.__file__).with_name("templates") / measured_results.BUDGET_CHARTS[recipe]["chart"]
     assert shipped.read_bytes() == (RESULTS_MD.parent / f"quality_{recipe}_budget.png").read_bytes()
     card = write_model_card(tmp_path / "a", preset="transformer_dep_labeled_rel", languages=("ja", "en"))
     assert f"![BLEU on {recipe} against training updates and training hours, one line a preset](budget_{recipe}.png)" \
@@ -150,6 +201,9 @@ def test_model_card_shows_the_budget_chart_of_its_rows_recipe(tmp_path):
     assert not any(r["recipe"] == recipe for r in measured_rows("transformer_dep_labeled_rel", {"self_parsing": True}))
     own = write_model_card(tmp_path / "b", preset="transformer_dep_labeled_rel", config={"self_parsing": True})
     assert "BLEU by training budget" not in own.read_text() and not (tmp_path / "b" / f"budget_{recipe}.png").exists()
+    assert any(r["recipe"] == recipe for r in measured_rows("transformer_dbsa", {}))  # a row of the recipe, not drawn
+    dbsa = write_model_card(tmp_path / "c", preset="transformer_dbsa", languages=("ja", "en"))
+    assert "BLEU by training budget" not in dbsa.read_text() and not (tmp_path / "c" / f"budget_{recipe}.png").exists()
 
 
 def test_measured_results_copies_the_budget_charts_and_drops_older_ones(tmp_path):
@@ -159,10 +213,12 @@ def test_measured_results_copies_the_budget_charts_and_drops_older_ones(tmp_path
     (package / "templates" / "app_screenshot.png").write_bytes(b"page")
     chart = tmp_path / "quality_r_budget.png"
     chart.write_bytes(b"chart")
-    findings.write_measured_results({"rows": [], "external_provenance": {}}, package / "measured.py", {"r": chart})
+    findings.write_measured_results({"rows": [], "external_provenance": {}}, package / "measured.py",
+                                    {"r": (chart, ["transformer_abs"])})
     assert sorted(p.name for p in (package / "templates").iterdir()) == ["app_screenshot.png", "budget_r.png"]
     assert (package / "templates" / "budget_r.png").read_bytes() == b"chart"
-    assert "BUDGET_CHARTS = {'r': 'budget_r.png'}" in (package / "measured.py").read_text()
+    assert "BUDGET_CHARTS = {'r': {'chart': 'budget_r.png', 'presets': ['transformer_abs']}}" in \
+        (package / "measured.py").read_text()
 
 
 def test_write_section_at_top_and_refusal_without_markers(tmp_path):
