@@ -459,8 +459,8 @@ def _card_info(config, raw, data_args: DataArguments, split_files: dict, *, prep
         target = ("pre-parsed CoNLL-U" if target_annotator is None else "pre-parsed"
                   if isinstance(target_annotator, PreParsedAnnotator) else json.dumps(target_annotator.to_dict()))
         parser_text += f"; target: {target}"
-    data_text = data_args.dataset_name or ", ".join(f"{k}: `{v}` ({len(raw[k])} pairs)" for k, v in split_files.items()
-                                                    if v and k in raw)
+    data_text = data_args.dataset_name or ", ".join(f"{k}: `{os.path.normpath(v)}` ({len(raw[k])} pairs)"
+                                                    for k, v in split_files.items() if v and k in raw)
     example_split = next((split for split in ("validation", "train") if split in raw and len(raw[split])), None)
     example = None
     if example_split is not None:

@@ -196,6 +196,15 @@ def test_end_to_end_outputs_and_push_files():
     assert "train: " in card and "48 pairs" in card
 
 
+def test_model_card_names_the_data_files_by_their_plain_paths():
+    """A data path given through `..` (the quality runner's `<clone>/../shared/data/...`) is written without it."""
+    corpus = synthetic_corpus()
+    out = scratch_dir("dotted")
+    train(*tiny_args(out, data_dir=corpus / ".." / corpus.name, max_steps=1, eval_strategy="no", save_strategy="no"))
+    card = (out / "README.md").read_text()
+    assert f"train: `{corpus / 'train'}` (48 pairs)" in card and "/../" not in card
+
+
 def test_model_card_of_a_japanese_model_without_syntax():
     """Hub metadata with the languages, a Japanese example for ja→en, no syntax listed for transformer_abs,
     and how to translate without the package."""
