@@ -23,7 +23,7 @@ def _format_scores(scores: dict) -> str:
     rows = ["| split | metric | value |", "|---|---|---|"]
     for key in sorted(scores):
         split, _, name = key.partition("_")
-        split = "dev" if split == "eval" else split
+        split = "validation" if split == "eval" else split  # the Trainer's eval_ metrics: the validation file
         value = scores[key]
         rows.append(f"| {split} | {name} | {value:.2f} |" if isinstance(value, float) else f"| {split} | {name} | {value} |")
     return "\n".join(rows)

@@ -192,7 +192,7 @@ def test_end_to_end_outputs_and_push_files():
     assert "source_heads" in card and "trust_remote_code=True" in card  # what loading without the package needs
     bleu = result.metrics["eval_bleu"]
     assert "transformer_dep_rel+transformer_dbsa+transformer_sla" in card
-    assert f"| dev | bleu | {bleu:.2f} |" in card and "pre-parsed CoNLL-U" in card
+    assert f"| validation | bleu | {bleu:.2f} |" in card and "pre-parsed CoNLL-U" in card
     assert "train: " in card and "48 pairs" in card
 
 
@@ -363,7 +363,7 @@ def test_push_to_hub_uploads_the_final_card_and_results(monkeypatch):
     result = train(*tiny_args(out, "transformer_abs", push_to_hub=True, hub_strategy="end"))
     assert [commit for commit, _, _ in hub.uploads] == ["End of training"]
     _, card, files = hub.uploads[0]
-    assert "d_model=32" in card and f"| dev | bleu | {result.metrics['eval_bleu']:.2f} |" in card
+    assert "d_model=32" in card and f"| validation | bleu | {result.metrics['eval_bleu']:.2f} |" in card
     assert {"all_results.json", "model.safetensors", "tokenizer.json", "modeling_syntax_mt.py"} <= set(files)
 
 
