@@ -70,14 +70,21 @@ def regime(recipe: dict, pairs: int) -> str:
             "pairs" + (f" ({note})" if note else ""))
 
 
-def compact_regimes(rows: list[dict]) -> str:
+def compact_regimes(rows: list[dict], shown: tuple[str, str]) -> str:
     """The rows' regimes in few words: one entry per corpus and direction (and for runs trained to a budget), its
-    training sizes joined by /."""
-    sizes: dict[tuple[str, bool], list[int]] = {}
+    training sizes joined by /; an entry measured on another pair than the `shown` (system, control) names it, so
+    that a cell never reads as the row's comparison when it is not."""
+    sizes: dict[tuple[str, bool, str], list[int]] = {}
     for r in rows:
-        sizes.setdefault((r["regime"].split(",")[0], r.get("trained_to_budget", False)), []).append(r["train_pairs"])
-    entries = [f"{name} {'/'.join(f'{n / 1000:g}k' for n in sorted(set(ns)))}" + (" (budget runs)" if budget else "")
-               for (name, budget), ns in sizes.items()]
+        other = ", ".join(([f"`{r['system']}`"] if r["system"] != shown[0] else [])
+                          + ([f"vs `{r['control']}`"] if r["control"] != shown[1] else []))
+        key = (r["regime"].split(",")[0], r.get("trained_to_budget", False), other)
+        sizes.setdefault(key, []).append(r["train_pairs"])
+    entries = []
+    for (name, budget, other), ns in sizes.items():
+        notes = "; ".join(note for note in ("budget runs" if budget else "", other) if note)
+        sizes_text = "/".join(f"{n / 1000:g}k" for n in sorted(set(ns)))
+        entries.append(f"{name} {sizes_text}" + (f" ({notes})" if notes else ""))
     return "; ".join(entries) or "–"
 
 
@@ -236,7 +243,8 @@ def collect(recipe_files: list[Path], results_dir: Path) -> dict:
             "method": method.name, "paper": method.paper, "system": best["system"], "control": best["control"],
             "strongest": {k: best.get(k) for k in ("recipe", "regime", "evidence", "scored_outside", "budget", "seeds",
                                                    "delta", "ci95")},
-            **{key: compact_regimes([r for r in mine if r["verdict"] == name]) for key, name in VERDICTS.items()},
+            **{key: compact_regimes([r for r in mine if r["verdict"] == name], (best["system"], best["control"]))
+               for key, name in VERDICTS.items()},
             "train_cost_x_abs": cost_text(best["system"], speed, rows),
         })
     shown = {r["issue"] for r in rows if r["scored_outside"]}

@@ -123,6 +123,24 @@ def test_verdict_follows_the_interval():
     assert findings.verdict([-0.1, 0.9]) == "no clear difference"
 
 
+def test_a_verdict_cell_names_the_pair_it_was_measured_on_where_it_is_not_the_rows():
+    """The SLA row compares against the flat control; a corpus where only abs was run says so in its cell, and a
+    corpus measured with another system of the method names that system."""
+    def row(system, control, regime, pairs, budget=False):
+        return {"system": system, "control": control, "regime": regime, "train_pairs": pairs,
+                "trained_to_budget": budget}
+    kftt = "KFTT ja→en, 50k pairs (long Wikipedia sentences)"
+    rows = [row("transformer_sla", "transformer_sla@flat", kftt, 50000),
+            row("transformer_sla", "transformer_abs", kftt, 50000, budget=True),
+            row("transformer_sla", "transformer_abs", "Multi30k en→de, 29k pairs (image captions)", 29000),
+            row("transformer_dbsa_enc", "transformer_abs", "Multi30k en→de, 29k pairs (image captions)", 29000)]
+    assert findings.compact_regimes(rows, ("transformer_sla", "transformer_sla@flat")) == (
+        "KFTT ja→en 50k; KFTT ja→en 50k (budget runs; vs `transformer_abs`); Multi30k en→de 29k (vs `transformer_abs`); "
+        "Multi30k en→de 29k (`transformer_dbsa_enc`, vs `transformer_abs`)")
+    assert findings.compact_regimes(rows[2:3], ("transformer_sla", "transformer_abs")) == "Multi30k en→de 29k"
+    assert findings.compact_regimes([], ("transformer_sla", "transformer_abs")) == "–"
+
+
 def test_model_card_cites_the_preset_rows(tmp_path):
     """A model of a measured preset carries its summary rows (its language pair first); a self-parsing model the
     @self rows; a preset the project did not measure, none."""
