@@ -225,7 +225,7 @@ def train_one(corpus: Corpus, preset: str, seed: int, args, continued_from: Opti
         "selection_split": selection,
         f"{selection}_greedy_bleu_trainer": metrics.get("eval_bleu"),
         f"{selection}_greedy_bleu_direct": direct_greedy["bleu"],
-        f"{selection}_greedy_bleu_best_epoch": max((h["bleu"] for h in history[:-1]), default=None),
+        f"{selection}_greedy_bleu_best_epoch": best_evaluation_bleu(history),
         f"{selection}_bleu_by_eval": history, "dev_parse_head_accuracy": parse_accuracy,
         # the selected checkpoint (best greedy BLEU on the selection split) and the mean of the last k checkpoints
         "dev": evals.pop("dev"), "tune": evals.pop("tune", None), "extra": evals, "test": blind,
@@ -323,6 +323,12 @@ def evaluation_history(log_history: list) -> list[dict]:
     each."""
     return [{"epoch": round(h["epoch"], 2), "step": h["step"], "bleu": h["eval_bleu"], "chrf": h.get("eval_chrf")}
             for h in log_history if "eval_bleu" in h]
+
+
+def best_evaluation_bleu(history: list[dict]) -> Optional[float]:
+    """max_e BLEU_e over the evaluations during training (`evaluation_history`), the last one included: the
+    Trainer no longer evaluates the kept checkpoint again at the end, so the last entry is an epoch's."""
+    return max((h["bleu"] for h in history), default=None)
 
 
 def record_training_process(run_dir: Path, start: float, from_step: int, to_step: int, args) -> list[dict]:

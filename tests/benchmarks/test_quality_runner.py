@@ -502,6 +502,16 @@ def test_comparisons_use_the_seeds_both_presets_have(setup):
     assert row.split(" | ")[4] == cell((1, 2)) != cell((1, 2, 3))
 
 
+def test_best_evaluation_bleu_counts_the_last_epoch():
+    """The recorded best greedy BLEU of the evaluations during training is their maximum, the last epoch's
+    included (it once dropped the last entry, a repeat of the kept checkpoint the Trainer no longer makes)."""
+    history = [{"epoch": 1.0, "step": 10, "bleu": 1.5, "chrf": 20.0}, {"epoch": 2.0, "step": 20, "bleu": 3.25, "chrf": 25.0},
+               {"epoch": 2.99, "step": 30, "bleu": 4.0, "chrf": 27.0}]
+    assert runner.best_evaluation_bleu(history) == 4.0
+    assert runner.best_evaluation_bleu(history[:2]) == 3.25
+    assert runner.best_evaluation_bleu([]) is None
+
+
 def test_parse_head_accuracy_matches_predict_heads_per_sentence():
     """Batched accuracy from the parse logits == a naive count over `predict_heads`, one sentence at a time."""
     import torch
@@ -1111,6 +1121,7 @@ def test_tune_split_selects_and_the_averaged_model_is_reported_beside_the_select
     history = run["tune_bleu_by_eval"]
     best = max(history, key=lambda h: h["bleu"])  # the first of the best: a later tie does not replace it
     assert run["best_checkpoint"] == f"checkpoint-{best['step']}"
+    assert run["tune_greedy_bleu_best_epoch"] == best["bleu"]  # over every evaluation, the last one included
     run_dir = Path(run["run_dir"])
     training_args = torch.load(run_dir / "checkpoint-6" / "training_args.bin", weights_only=False)
     assert training_args.save_total_limit == 3  # 1 in the recipe: the last 2 and the best are kept
