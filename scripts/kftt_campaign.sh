@@ -6,6 +6,7 @@
 #                                          # queue at a time ($RUNS/campaign.lock, held from setup to the queue's end)
 #   bash scripts/kftt_campaign.sh status   # the run now training: its step, learning rate, tune BLEU so far
 #   bash scripts/kftt_campaign.sh stop     # SIGINT: the run saves a checkpoint, which the next `start` resumes from
+#                                          # (a queue not yet training, still skipping or preparing, just ends)
 #   bash scripts/kftt_campaign.sh collect  # copy the finished runs' results (JSON, translations; the training log
 #                                          # from $RUNS) into this checkout's benchmarks/results (no file overwritten)
 #
@@ -53,7 +54,11 @@ start)
         echo "kftt_campaign: could not fast-forward $CAMPAIGN (see above); the queue runs its $(git log --oneline -1)"
     [ -x .venv/bin/python ] || bash scripts/setup.sh
     log="$RUNS/campaign.$(date -u +%Y%m%dT%H%M%SZ).log"
+    # job control on while it starts: a background job of a script otherwise starts with SIGINT ignored, and a `stop`
+    # before the run trains (its handler catches SIGINT) would be lost
+    set -m
     setsid nohup bash "$SCRIPT" _queue > "$log" 2>&1 < /dev/null &   # this file: the clone may predate it
+    set +m
     echo "kftt_campaign: queue started from $CAMPAIGN at $(git log --oneline -1); log: $log"
     ;;
 _queue)

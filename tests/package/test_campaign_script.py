@@ -101,3 +101,32 @@ def test_start_fast_forwards_past_results_the_run_wrote_and_this_checkout_commit
     finally:
         for queue in _queues(campaign):
             os.killpg(os.getpgid(queue.pid), signal.SIGKILL)
+
+
+def test_stop_right_after_start_ends_a_queue_that_is_not_training_yet(tmp_path):
+    """A `stop` before the run trains (the queue still skips finished runs or prepares data) ends the queue: it does
+    not start with SIGINT ignored, as a script's background job otherwise does. The stand-in python only sleeps."""
+    campaign, runs = tmp_path / "campaign", tmp_path / "runs"
+    (campaign / ".venv" / "bin").mkdir(parents=True)
+    (campaign / ".venv" / "bin" / "python").write_text("#!/bin/sh\nexec sleep 60\n")
+    (campaign / ".venv" / "bin" / "python").chmod(0o755)
+    _git(tmp_path, "init", "-q", str(campaign))
+    _git(campaign, "commit", "-q", "--allow-empty", "-m", "stand-in")
+    env = dict(os.environ, CAMPAIGN=str(campaign), HF_SYNTAX_MT_RUNS=str(runs))
+    try:
+        started = subprocess.run(["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=60)
+        assert "queue started" in started.stdout, started.stdout + started.stderr
+        for _ in range(100):   # setsid forks: its parent, with the same command line, may still be there
+            queues = _queues(campaign)
+            if len(queues) == 1 and queues[0].name() == "bash":
+                break
+            time.sleep(0.1)
+        [queue] = queues
+        ignored = int(Path(f"/proc/{queue.pid}/status").read_text().split("SigIgn:")[1].split()[0], 16)
+        assert not ignored & (1 << (signal.SIGINT - 1))
+        stopped = subprocess.run(["bash", str(SCRIPT), "stop"], env=env, capture_output=True, text=True, timeout=60)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert not _queues(campaign)
+    finally:
+        for queue in _queues(campaign):
+            os.killpg(os.getpgid(queue.pid), signal.SIGKILL)
