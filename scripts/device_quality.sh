@@ -52,7 +52,7 @@ prepare() {
     rm -rf .whl .devcarry && mkdir -p .whl .devcarry
     local wheels=() tmp; tmp=$(mktemp -d)
     for name in transformers huggingface_hub datasets evaluate dill multiprocess httpx2 httpcore2 truststore tokenizers fsspec click regex \
-            pytest pluggy iniconfig pygments; do
+            pytest pluggy iniconfig pygments pytest-xdist execnet; do  # xdist: pyproject's addopts name its -n
         wheels+=("$(grep -i "^${name}==" scripts/constraints.txt)")
     done
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -119,7 +119,7 @@ checks() {
     export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'
-    python3 -m pytest -q -p no:cacheprovider tests/model/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log" | tail -40
+    python3 -m pytest -q -n 0 -p no:cacheprovider tests/model/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log" | tail -40
     (cd benchmarks && python3 gpu_speed.py --output "$OUT/gpu_speed.json") 2>&1 | tee "$OUT/gpu_speed.log" | tail -60
 }
 
@@ -129,7 +129,7 @@ relation_cost() {  # issue 91, item 5: the relation path on the GPU (after `prep
     export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
     local presets=(transformer_abs transformer_rel transformer_dep_labeled_rel transformer_dep_labeled_rel@keys)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/device.txt"
-    timeout 200 python3 -m pytest -q -x -p no:cacheprovider tests/model/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log" | tail -5
+    timeout 200 python3 -m pytest -q -x -n 0 -p no:cacheprovider tests/model/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log" | tail -5
     cd benchmarks
     for tokens in 4096 32768; do
         timeout 150 python3 gpu_speed.py --presets "${presets[@]}" --lengths 32 64 128 --rounds 6 \
