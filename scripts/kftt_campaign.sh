@@ -20,10 +20,10 @@ SCRIPT=$(readlink -f "$0")
 CAMPAIGN=${CAMPAIGN:-/work/campaign}
 RUNS=${HF_SYNTAX_MT_RUNS:-/work/runs}
 RECIPE=benchmarks/recipes/kftt.ja-en.budget.json
-# "preset seed", in order: what is left of the issue's queue (issue 92). The ~5.5 h run at 4B outlives a session, so it
-# goes last: its checkpoints only help a later session on the same machine, and the runs of one session come first.
-QUEUE=("transformer_dbsa 1" "transformer_dbsa@authors 1" "transformer_rel@2B 1" "transformer_dep_labeled_rel@keys 1"
-       "transformer_sla 1" "transformer_sla@flat 1" "transformer_dep_labeled_rel@4B 1")
+# "preset seed", in order: the queue of issue 106 (phase 3). Each run outlives a session (4B ~5.5 h, 8B ~11.5 h): it
+# resumes from its checkpoints in $RUNS, which only a later session on the same machine finds.
+QUEUE=("transformer_rel@4B 1" "transformer_dep_labeled_rel@keys@4B 1" "transformer_abs@8B 1"
+       "transformer_dep_labeled_rel@8B 1" "transformer_abs@4B 2" "transformer_dep_labeled_rel@4B 2")
 export CAMPAIGN HF_SYNTAX_MT_RUNS=$RUNS HF_HUB_OFFLINE=1
 
 queue_pid() {  # the queue of this $CAMPAIGN: its bash runs there
