@@ -22,9 +22,9 @@ from pathlib import Path
 
 import datasets
 
+from hf_syntax_mt.features.joint_bpe import train_joint_bpe_tokenizer
 from hf_syntax_mt.features.syntax_features import add_syntax_features
 from hf_syntax_mt.syntax import PreParsedAnnotator, SpacyAnnotator, annotation_from_spacy
-from hf_syntax_mt.features.joint_bpe import train_joint_bpe_tokenizer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "small_parallel_enja"
 PARSE_ONLY_DISABLE = ["ner", "morphologizer", "compound_splitter", "bunsetu_recognizer"]

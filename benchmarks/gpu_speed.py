@@ -23,7 +23,18 @@ from pathlib import Path
 
 import speed
 from results_md import write_section
-from speed import BASELINE, DEFAULT_PRESETS, MARIAN, SIZE, _batch, _build, _cpu_name, _describe_size, _interleaved, _median_ratio
+from speed import (
+    BASELINE,
+    DEFAULT_PRESETS,
+    MARIAN,
+    SIZE,
+    _batch,
+    _build,
+    _cpu_name,
+    _describe_size,
+    _interleaved,
+    _median_ratio,
+)
 
 PRECISIONS = ("fp32", "bf16")
 

@@ -56,12 +56,12 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import quality  # noqa: E402  (benchmarks/ is on sys.path with this script)
+from hf_syntax_mt.syntax import PreParsedAnnotator, apply_source_spacing  # noqa: E402
 from quality_lib.corpus import build_parser, parse_cached  # noqa: E402
 from quality_lib.runner import device_description  # noqa: E402
-from quality_lib.translation import score, translate  # noqa: E402
 from quality_lib.scores import bleu_statistics, paired_bootstrap  # noqa: E402
+from quality_lib.translation import score, translate  # noqa: E402
 from results_md import write_section  # noqa: E402
-from hf_syntax_mt.syntax import PreParsedAnnotator, apply_source_spacing  # noqa: E402
 
 logger = logging.getLogger("marian_finetune")
 
@@ -129,8 +129,13 @@ def pretrain(corpus: Corpus, directory: Path, args) -> Path:
     """Pretrain a MarianMTModel by the recipe into `directory` (skipped when it holds one)."""
     import datasets
     import torch
-    from transformers import (DataCollatorForSeq2Seq, MarianConfig, MarianMTModel, Seq2SeqTrainer,
-                              Seq2SeqTrainingArguments)
+    from transformers import (
+        DataCollatorForSeq2Seq,
+        MarianConfig,
+        MarianMTModel,
+        Seq2SeqTrainer,
+        Seq2SeqTrainingArguments,
+    )
     from transformers.trainer_utils import get_last_checkpoint
 
     from hf_syntax_mt import convert_marian_tokenizer

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from speed import BASELINE, MARIAN, _batch, _build, SIZE
+from speed import BASELINE, MARIAN, SIZE, _batch, _build
 
 VIEWS = {
     "view", "_unsafe_view", "expand", "transpose", "t", "slice", "select", "unsqueeze", "squeeze", "permute",

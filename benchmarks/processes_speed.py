@@ -56,8 +56,13 @@ def write_pairs(prefix: Path, pairs: int, kftt: Path) -> str:
 
 def train_and_time(settings: dict, processes: int, threads: int) -> dict:
     """One timed training run in `processes` processes x `threads` threads (`train_in_processes`)."""
-    from hf_syntax_mt.training.run import train_in_processes
-    from hf_syntax_mt.training.run import DataArguments, ModelArguments, SyntaxMTTrainingArguments, cpu_has_native_bf16
+    from hf_syntax_mt.training.run import (
+        DataArguments,
+        ModelArguments,
+        SyntaxMTTrainingArguments,
+        cpu_has_native_bf16,
+        train_in_processes,
+    )
 
     model_args = ModelArguments(preset="transformer_abs", vocab_size=8000,
                                 config_overrides=",".join(f"{k}={v!r}" for k, v in MODEL.items()))

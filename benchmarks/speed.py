@@ -35,8 +35,8 @@ of `--batch-size` sentences, or of `--tokens-per-batch` // n sentences (the same
 import argparse
 import json
 import os
-import shlex
 import random
+import shlex
 import statistics
 import subprocess
 import sys
@@ -232,8 +232,6 @@ def measure_time(systems, lengths, batch_size, rounds, size, tokens_per_batch=No
         for system in systems:
             train[system][length] = {"step_s": times[system], "tokens": 2 * sentences * length}
         print(f"timed n={length}", file=sys.stderr, flush=True)
-
-    decode = {system: {} for system in systems}
     return {"train": train}
 
 
@@ -354,7 +352,6 @@ def _timed_annotator(annotator):
 
 def measure_pipeline(systems, texts, parser, rounds, size, batch_size=32, new_tokens=20):
     """Raw text -> translation through the pipeline, interleaved; parser time recorded separately."""
-    import torch
     from transformers import pipeline
 
     from hf_syntax_mt import train_joint_bpe_tokenizer

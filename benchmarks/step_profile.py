@@ -22,11 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections import defaultdict
-from pathlib import Path
-
 import statistics
 import time
+from collections import defaultdict
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F

@@ -25,11 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from hf_syntax_mt.features.batching import TokenBudgetBatchSampler, padding_share, pair_lengths  # noqa: E402
 from quality_lib.corpus import Corpus  # noqa: E402
 from quality_lib.recipes import REPO, load_recipe  # noqa: E402
 from quality_lib.runner import device_description  # noqa: E402
-
-from hf_syntax_mt.features.batching import TokenBudgetBatchSampler, padding_share, pair_lengths  # noqa: E402
 
 
 def padded_positions(batches, source_lengths, target_lengths):

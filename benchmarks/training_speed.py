@@ -55,11 +55,10 @@ def train_and_time(setting: str, updates: int, preset: str, runs_dir: str,
     import torch
 
     sys.path.insert(0, str(HERE))
+    from hf_syntax_mt.training.run import train
     from quality_lib.corpus import Corpus
     from quality_lib.recipes import load_recipe, run_settings
     from quality_lib.runner import run_arguments
-
-    from hf_syntax_mt.training.run import train
 
     recipe = load_recipe(RECIPES[setting])
     corpus = Corpus(recipe, Path(runs_dir))

@@ -63,9 +63,9 @@ def register() -> None:
         sys.meta_path.remove(_ON_IMPORT)
     from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from .hub import convert_marian  # noqa: F401  (defines SyntaxMTForConditionalGeneration.from_marian)
     from .configuration_syntax_mt import SyntaxMTConfig
     from .features.parsing_tokenizer import SyntaxMTParsingTokenizer
+    from .hub import convert_marian  # noqa: F401  (defines SyntaxMTForConditionalGeneration.from_marian)
     from .modeling_syntax_mt import SyntaxMTForConditionalGeneration, SyntaxMTModel
     from .tokenization_syntax_mt import SyntaxMTTokenizer
 

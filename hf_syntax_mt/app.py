@@ -56,8 +56,9 @@ class Translator:
         """The pipeline of `model` (a folder or a Hub id) on `device` (`resolve_device`: by default the first CUDA
         GPU if there is one), which parses with the parser its config records; `AppError` for a model that needs
         parsed sources but records no parser (the page has only raw text to give it)."""
-        import hf_syntax_mt  # noqa: F401  (registers the model classes and the task)
         from transformers import pipeline
+
+        import hf_syntax_mt  # noqa: F401  (registers the model classes and the task)
 
         from .inference.pipeline import model_location, resolve_device
 
@@ -189,8 +190,13 @@ def sentence_views(translator: Translator, sentence: str, out_dir: Path, *, heat
                    layer: int = 1, head: int = 0) -> tuple[Optional[Path], Path, str]:
     """For one sentence and model: the tree it is given (None when it reads no parse), the heatmap asked for
     (`HEATMAPS`) of encoder `layer` (1-based) and `head` (0-based), and a line saying what they show."""
-    from .inference.plotting import (plot_attention, plot_dependency_relations, plot_dependency_tree,
-                                     plot_localized_mask, sentence_features)
+    from .inference.plotting import (
+        plot_attention,
+        plot_dependency_relations,
+        plot_dependency_tree,
+        plot_localized_mask,
+        sentence_features,
+    )
 
     config = translator.config
     if heatmap not in HEATMAPS:

@@ -84,8 +84,8 @@ def _check_parse_options(args) -> None:
 
 def _annotator(args):
     """`--conllu/--trees` (pre-parsed, looked up by text), `--parser NAME [--lang L]`, or None."""
-    from .syntax import PreParsedAnnotator
     from .features.training_data import build_annotator
+    from .syntax import PreParsedAnnotator
 
     _check_parse_options(args)
     if getattr(args, "conllu", None):
@@ -270,9 +270,10 @@ def _device(name: Optional[str], command: str):
 
 
 def _translate(args, written: _Written, stop: _SignalStop) -> int:
-    import hf_syntax_mt  # noqa: F401  (registers the model classes)
     from tqdm.auto import tqdm
     from transformers import pipeline
+
+    import hf_syntax_mt  # noqa: F401  (registers the model classes)
 
     from .inference.length_cap import check_length_cap
     from .inference.pipeline import model_location  # importing it registers the task
@@ -467,10 +468,9 @@ def cmd_plot(args) -> int:
 
     import hf_syntax_mt  # noqa: F401
 
+    from .inference.pipeline import decode_line, model_location
     from .inference.plotting import plot_attention, plot_dependency_relations, plot_localized_mask, sentence_features
     from .syntax import load_annotator
-
-    from .inference.pipeline import decode_line, model_location
 
     sentence, error = decode_line(args.sentence)
     if error is not None or not sentence.strip():

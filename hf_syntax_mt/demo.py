@@ -89,10 +89,10 @@ def run_demo(
     from transformers import logging as hf_logging
     from transformers import pipeline
 
-    from .inference import pipeline as _registers_task  # noqa: F401  (registers "syntax-translation")
-    from .syntax import GrammarAnnotator, PreParsedAnnotator
     from .features.synthetic import write_synthetic_corpus
     from .features.training_data import preparsed_annotator
+    from .inference import pipeline as _registers_task  # noqa: F401  (registers "syntax-translation")
+    from .syntax import GrammarAnnotator, PreParsedAnnotator
     from .training.run import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
 
     set_torch_threads(threads)

@@ -28,7 +28,6 @@ from typing import NamedTuple, Optional
 import torch
 from torch.nn import functional as F
 
-
 IGNORE_INDEX = -100
 NO_RELATION = -1  # relation id of pairs that get the zero vector
 

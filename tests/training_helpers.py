@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from model_helpers import TINY as MODEL_TINY
 
 from hf_syntax_mt.features.synthetic import write_synthetic_corpus
 from hf_syntax_mt.training.run import DataArguments, ModelArguments, SyntaxMTTrainingArguments, train
+from model_helpers import TINY as MODEL_TINY
 
 # the model tests' tiny sizes; the vocabulary is the trained tokenizer's, positions the default
 TINY = {k: v for k, v in MODEL_TINY.items() if k not in ("vocab_size", "max_position_embeddings")}

@@ -26,6 +26,5 @@ import sys
 
 from hf_syntax_mt.training.console import train_command
 
-
 if __name__ == "__main__":
     sys.exit(train_command())

@@ -12,8 +12,14 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from hf_syntax_mt.syntax import (
-    Annotation, Annotator, DespacedSpacyAnnotator, PreParsedAnnotator, PretokenizedSpacyAnnotator, SpacyAnnotator,
-    apply_source_spacing, read_conllu,
+    Annotation,
+    Annotator,
+    DespacedSpacyAnnotator,
+    PreParsedAnnotator,
+    PretokenizedSpacyAnnotator,
+    SpacyAnnotator,
+    apply_source_spacing,
+    read_conllu,
 )
 
 from .recipes import read_lines, read_pair, resolve, text_sha

@@ -19,9 +19,17 @@ from transformers import TrainerCallback
 from hf_syntax_mt.training.checkpoint_averaging import average_checkpoints, last_checkpoints
 
 from .corpus import Corpus, alignment_report, check_parser_installed, parser_label
-from .translation import (blind_path, dev_feature_batches, evaluate_sets, parse_head_accuracy, score, translate,
-                          translate_batch_size, translate_blind)
 from .recipes import REPO, grid_runs, load_recipe, run_config, run_settings
+from .translation import (
+    blind_path,
+    dev_feature_batches,
+    evaluate_sets,
+    parse_head_accuracy,
+    score,
+    translate,
+    translate_batch_size,
+    translate_blind,
+)
 
 AVERAGED_DIR = "averaged"  # the mean of the last `average_last_k` checkpoints, inside the run dir
 

@@ -9,16 +9,42 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
+
 from results_md import marked, write_section  # benchmarks/ is on sys.path (the script's folder)
 
-from .findings import (FOREST_PLOT, MEASURED_RESULTS, collect, forest_rows, load_external, readme_section,
-                       results_section, write_measured_results)
-from .recipes import (
-    BASELINE, BUDGET_SETTINGS, DEP_BASELINE, REPO, budget_control, grid_runs, load_recipe, read_lines, resolve,
-    run_settings, same_change_baseline,
+from .findings import (
+    FOREST_PLOT,
+    MEASURED_RESULTS,
+    collect,
+    forest_rows,
+    load_external,
+    readme_section,
+    results_section,
+    write_measured_results,
 )
-from .scores import (BOOTSTRAP_SAMPLES, bleu_from_statistics, bleu_statistics, compare_runs, dev_statistics, load_runs,
-                     paired_bootstrap, train_pairs)
+from .recipes import (
+    BASELINE,
+    BUDGET_SETTINGS,
+    DEP_BASELINE,
+    REPO,
+    budget_control,
+    grid_runs,
+    load_recipe,
+    read_lines,
+    resolve,
+    run_settings,
+    same_change_baseline,
+)
+from .scores import (
+    BOOTSTRAP_SAMPLES,
+    bleu_from_statistics,
+    bleu_statistics,
+    compare_runs,
+    dev_statistics,
+    load_runs,
+    paired_bootstrap,
+    train_pairs,
+)
 
 RESULTS_MD = REPO / "model_cards" / "RESULTS.md"
 RECIPES_DIR = REPO / "benchmarks" / "recipes"

@@ -149,9 +149,9 @@ def evaluate_sets(model, tokenizer, corpus: Corpus, sets: dict, out_prefix: Path
         runs = [(name, corpus.parses(src, "source", src_path) if config.needs_parser_at_inference else None)]
         if config.self_parsing:
             runs.append((f"{name}_parser_fed", corpus.parses(src, "source", src_path)))
-        for run_name, annotations in runs:
+        for run_name, run_annotations in runs:
             start = time.time()
-            hyps = translate(model, tokenizer, src, annotations, num_beams, recipe["max_target_length"],
+            hyps = translate(model, tokenizer, src, run_annotations, num_beams, recipe["max_target_length"],
                              recipe["max_source_length"], translate_batch_size(recipe), recipe.get("length_cap"))
             hyp_path = Path(f"{out_prefix}.{run_name}{model_label}.beam{num_beams}.txt")
             hyp_path.parent.mkdir(parents=True, exist_ok=True)

@@ -24,11 +24,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Optional
 
-from hf_syntax_mt.features.syntax_features import (SYNTAX_FEATURES, SyntaxFeatureProcessor, check_same_syntax_features,
-                                                   pad_syntax_feature, tokenizer_feature_processor)
+from transformers import BatchEncoding
+
+from hf_syntax_mt.features.syntax_features import (
+    SYNTAX_FEATURES,
+    SyntaxFeatureProcessor,
+    check_same_syntax_features,
+    pad_syntax_feature,
+    tokenizer_feature_processor,
+)
 from hf_syntax_mt.syntax.annotators import check_parser_installed
 from hf_syntax_mt.tokenization_syntax_mt import SyntaxMTTokenizer
-from transformers import BatchEncoding
 
 PADDING_ARGUMENTS = ("padding", "pad_to_multiple_of", "padding_side", "return_tensors")
 REMOTE_CODE = '''"""This model's tokenizer: `SyntaxMTParsingTokenizer` of the hf_syntax_mt package (it parses each source sentence

@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Optional
 
 from ..syntax import (
-    Annotator, GrammarAnnotator, PreParsedAnnotator, SpacyAnnotator, StanzaAnnotator, apply_source_spacing, read_conllu,
+    Annotator,
+    GrammarAnnotator,
+    PreParsedAnnotator,
+    SpacyAnnotator,
+    StanzaAnnotator,
+    apply_source_spacing,
+    read_conllu,
 )
 from .syntax_features import plain_encoding
 

@@ -28,8 +28,8 @@ and `vocab.json`, giving the ids of `MarianTokenizer` (see `sentencepiece_to_tok
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import warnings
+from pathlib import Path
 
 import torch
 from tokenizers import AddedToken, processors
@@ -39,7 +39,12 @@ from transformers.convert_slow_tokenizer import SpmConverter, import_protobuf
 from transformers.utils import cached_file
 
 from ..configuration_syntax_mt import SyntaxMTConfig
-from ..modeling_syntax_mt import SyntaxMTAttention, SyntaxMTForConditionalGeneration, SyntaxMTRelations, sinusoidal_positions
+from ..modeling_syntax_mt import (
+    SyntaxMTAttention,
+    SyntaxMTForConditionalGeneration,
+    SyntaxMTRelations,
+    sinusoidal_positions,
+)
 from ..tokenization_syntax_mt import SyntaxMTTokenizer
 
 MARIAN_TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")

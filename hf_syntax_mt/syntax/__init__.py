@@ -14,8 +14,14 @@ from .annotation import (
     to_conllu,
 )
 from .annotators import (
-    Annotator, DespacedSpacyAnnotator, GrammarAnnotator, PreParsedAnnotator, PretokenizedSpacyAnnotator, SpacyAnnotator,
-    StanzaAnnotator, load_annotator,
+    Annotator,
+    DespacedSpacyAnnotator,
+    GrammarAnnotator,
+    PreParsedAnnotator,
+    PretokenizedSpacyAnnotator,
+    SpacyAnnotator,
+    StanzaAnnotator,
+    load_annotator,
 )
 from .distance import (
     LARGE_DISTANCE,

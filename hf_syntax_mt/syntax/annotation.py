@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from .distance import (
-    BINARIZATIONS, SENTENCE_DISTANCE, dependency_to_distance, syntactic_distance, tree_leaves, tree_to_bracketed,
+    BINARIZATIONS,
+    SENTENCE_DISTANCE,
+    dependency_to_distance,
+    syntactic_distance,
+    tree_leaves,
+    tree_to_bracketed,
 )
 from .trees import reroute_heads, validate_heads
 

@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import Optional, Sequence, Union
 
 from .annotation import (
-    Annotation, annotation_from_spacy, annotation_from_stanza, empty_annotation, locate_words, read_conllu_with_errors,
+    Annotation,
+    annotation_from_spacy,
+    annotation_from_stanza,
+    empty_annotation,
+    locate_words,
+    read_conllu_with_errors,
 )
 from .grammar import FULL_STOP, parse_grammar_sentence
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from transformers import HfArgumentParser, Seq2SeqTrainingArguments
-from transformers.utils import is_torch_bf16_gpu_available, is_torch_cuda_available, is_torch_xla_available
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy, SchedulerType
+from transformers.utils import is_torch_bf16_gpu_available, is_torch_cuda_available, is_torch_xla_available
 
 from ..features.joint_bpe import SPECIAL_TOKENS
 from ..inference.length_cap import check_length_cap

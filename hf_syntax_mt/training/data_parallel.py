@@ -44,8 +44,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from .command_line import without_option
 from ..syntax.trees import IGNORE_INDEX
+from .command_line import without_option
 
 logger = logging.getLogger(__name__)
 

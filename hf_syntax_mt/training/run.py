@@ -101,12 +101,24 @@ from .arguments import (
     require_at_least,
     train_argument_parser,
 )
-from .data_parallel import (PROCESS_LOGS, STOPPED_WHILE_LOADING, check_processes, failed_process, launch, report_failure,
-                            worker_arguments)
+from .data_parallel import (
+    PROCESS_LOGS,
+    STOPPED_WHILE_LOADING,
+    check_processes,
+    failed_process,
+    launch,
+    report_failure,
+    worker_arguments,
+)
 from .interrupt import InterruptCallback
 from .progress import RunLogCallback, resolve_default_warmup
-from .run_safety import (check_checkpoint_files, last_complete_checkpoint, locked_output_dir, read_whole_json,
-                         resume_advice)
+from .run_safety import (
+    check_checkpoint_files,
+    last_complete_checkpoint,
+    locked_output_dir,
+    read_whole_json,
+    resume_advice,
+)
 from .threads import set_torch_threads
 from .trainer import SyntaxMTSeq2SeqTrainer, bleu_metric_fn
 

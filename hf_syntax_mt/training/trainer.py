@@ -27,11 +27,11 @@ from transformers.trainer_optimizer import is_optimizer_factory
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SaveStrategy, rotate_checkpoints, seed_worker
 
 from ..features.batching import TokenBudgetBatchSampler, pair_lengths
+from ..features.joint_bpe import clear_call_state
+from ..hub.model_card import write_model_card
+from ..inference.length_cap import with_length_cap
 from .budget import SaveLastCheckpointsCallback
 from .data_parallel import every_parameter_trained, gather_rows, prepare_presplit, token_share
-from ..inference.length_cap import with_length_cap
-from ..hub.model_card import write_model_card
-from ..features.joint_bpe import clear_call_state
 from .run_safety import SAVING_PREFIX
 
 logger = logging.getLogger(__name__)

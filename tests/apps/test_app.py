@@ -16,11 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from hf_syntax_mt.app import (AppError, Translator, export_space, read_sentences, sentence_views, table_headers,
-                              translate_all)
+from hf_syntax_mt.app import (
+    AppError,
+    Translator,
+    export_space,
+    read_sentences,
+    sentence_views,
+    table_headers,
+    translate_all,
+)
 from hf_syntax_mt.features.training_data import build_annotator
 from hf_syntax_mt.training.run import train
-
 from training_helpers import scratch_dir, tiny_args
 
 PAIRS = [  # written for these tests

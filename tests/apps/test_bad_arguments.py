@@ -11,7 +11,6 @@ import hf_syntax_mt.training.run
 from hf_syntax_mt.cli import main
 from hf_syntax_mt.inference.pipeline import DamagedModelFileError
 from hf_syntax_mt.training.run import DataArguments, ModelArguments, train
-
 from training_helpers import TINY_OVERRIDES, scratch_dir, synthetic_corpus, tiny_args, trained_model
 
 DAMAGES = {

@@ -17,7 +17,6 @@ from transformers.utils import is_torch_bf16_gpu_available
 
 from hf_syntax_mt.cli import main
 from hf_syntax_mt.training.arguments import SyntaxMTTrainingArguments
-
 from training_helpers import TINY_OVERRIDES, scratch_dir, synthetic_corpus, trained_model
 
 DEP = "transformer_dep_rel+transformer_dbsa+transformer_sla"

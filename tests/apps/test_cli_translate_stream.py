@@ -16,7 +16,6 @@ import pytest
 
 from hf_syntax_mt.cli import main
 from hf_syntax_mt.training.run import train
-
 from training_helpers import scratch_dir, synthetic_corpus, tiny_args, trained_model
 
 DEP = "transformer_dep_rel+transformer_dbsa+transformer_sla"

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from hf_syntax_mt.demo import run_demo
-
 from training_helpers import CHILD_ENV, scratch_dir, started_until, stopped
 
 

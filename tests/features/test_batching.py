@@ -6,11 +6,17 @@ import random
 
 import pytest
 import torch
-from training_helpers import scratch_dir, tiny_args
 
-from hf_syntax_mt.features.batching import TokenBudgetBatchSampler, fill_batches, pair_lengths, padded_tokens, padding_share
-from hf_syntax_mt.training.trainer import dataset_lengths
+from hf_syntax_mt.features.batching import (
+    TokenBudgetBatchSampler,
+    fill_batches,
+    padded_tokens,
+    padding_share,
+    pair_lengths,
+)
 from hf_syntax_mt.training.run import SyntaxMTTrainingArguments, train
+from hf_syntax_mt.training.trainer import dataset_lengths
+from training_helpers import scratch_dir, tiny_args
 
 
 def naive_batches(order, lengths, budget):

@@ -4,8 +4,8 @@ pytest.importorskip("transformers")
 
 from transformers import AutoTokenizer  # noqa: E402
 
-from hf_syntax_mt.features.synthetic import generate_synthetic_corpus  # noqa: E402
 from hf_syntax_mt.features.joint_bpe import train_joint_bpe_tokenizer  # noqa: E402
+from hf_syntax_mt.features.synthetic import generate_synthetic_corpus  # noqa: E402
 
 JAPANESE = [
     "私は赤い車を買った。",

@@ -12,7 +12,6 @@ from transformers import AutoConfig, AutoTokenizer, DataCollatorForSeq2Seq
 
 from hf_syntax_mt import DataCollatorForSyntaxSeq2Seq, SyntaxFeatureProcessor, SyntaxMTParsingTokenizer
 from hf_syntax_mt.training.run import train
-
 from training_helpers import scratch_dir, tiny_args
 
 spacy_util = pytest.importorskip("spacy.util")

@@ -8,7 +8,11 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from hf_syntax_mt.features.syntax_features import DataCollatorForSyntaxSeq2Seq, SyntaxFeatureProcessor, add_syntax_features
+from hf_syntax_mt.features.syntax_features import (
+    DataCollatorForSyntaxSeq2Seq,
+    SyntaxFeatureProcessor,
+    add_syntax_features,
+)
 from hf_syntax_mt.syntax import (
     LARGE_DISTANCE,
     Annotation,

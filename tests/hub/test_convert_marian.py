@@ -18,7 +18,6 @@ from hf_syntax_mt import SyntaxMTForConditionalGeneration, SyntaxMTTokenizer, co
 from hf_syntax_mt.hub.convert_marian import train_marian_tokenizer
 from hf_syntax_mt.syntax import despace_cjk
 from hf_syntax_mt.training.run import train
-
 from marian_helpers import PAD, VOCAB_SIZE, make_marian, random_trees
 from training_helpers import scratch_dir, synthetic_corpus, tiny_args
 

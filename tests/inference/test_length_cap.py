@@ -11,7 +11,6 @@ import hf_syntax_mt.inference.pipeline  # noqa: F401  (registers "syntax-transla
 from hf_syntax_mt import SourceLengthCapLogitsProcessor, SyntaxMTForConditionalGeneration
 from hf_syntax_mt.cli import main
 from hf_syntax_mt.syntax import PreParsedAnnotator, read_conllu
-
 from model_helpers import random_batch, tiny_config
 from training_helpers import synthetic_corpus, trained_model
 

@@ -3,8 +3,8 @@ import pytest
 evaluate = pytest.importorskip("evaluate")
 sacrebleu = pytest.importorskip("sacrebleu")
 
-from hf_syntax_mt.inference.metrics import SACREBLEU_METRIC_PATH, load_metric  # noqa: E402
 from hf_syntax_mt.features.synthetic import generate_synthetic_corpus  # noqa: E402
+from hf_syntax_mt.inference.metrics import SACREBLEU_METRIC_PATH, load_metric  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import hf_syntax_mt.inference.pipeline  # noqa: F401  (registers "syntax-transla
 from hf_syntax_mt.features.syntax_features import SyntaxFeatureProcessor
 from hf_syntax_mt.inference.pipeline import SyntaxTranslationPipeline
 from hf_syntax_mt.syntax import PreParsedAnnotator, read_conllu
-
 from training_helpers import scratch_dir, synthetic_corpus, trained_model
 
 DEP = "transformer_dep_rel+transformer_dbsa+transformer_sla"

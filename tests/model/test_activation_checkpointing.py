@@ -5,11 +5,11 @@ import copy
 
 import pytest
 import torch
-from model_helpers import random_batch, tiny_config
-from training_helpers import scratch_dir, tiny_args, trained_model
 
 from hf_syntax_mt import SyntaxMTForConditionalGeneration
 from hf_syntax_mt.training.run import train
+from model_helpers import random_batch, tiny_config
+from training_helpers import scratch_dir, tiny_args, trained_model
 
 EVERYTHING = "transformer_dep_labeled_rel+transformer_dbsa+transformer_sla"
 

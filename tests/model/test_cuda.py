@@ -21,7 +21,6 @@ from transformers import pipeline
 import hf_syntax_mt.inference.pipeline  # noqa: F401  (registers "syntax-translation")
 from hf_syntax_mt.syntax import PreParsedAnnotator, read_conllu
 from hf_syntax_mt.training.run import train
-
 from model_helpers import ALL_PRESETS, compiled_and_eager, tiny_model_inputs_targets
 from training_helpers import scratch_dir, synthetic_corpus, tiny_args, trained_model
 

@@ -5,15 +5,13 @@ import random
 import pytest
 import torch
 from torch.nn import functional as F
-
 from transformers.testing_utils import CaptureLogger
 
 from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration, localized_attention_log_mask
 from hf_syntax_mt.configuration_syntax_mt import logger as configuration_logger
-from hf_syntax_mt.modeling_syntax_mt import decoder_parse_targets, shift_target_heads_right
 from hf_syntax_mt.features.synthetic import generate_synthetic_corpus
+from hf_syntax_mt.modeling_syntax_mt import decoder_parse_targets, shift_target_heads_right
 from hf_syntax_mt.syntax import local_range_mask
-
 from model_helpers import random_batch, tiny_config
 
 # ---------------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from transformers import MarianConfig, MarianMTModel
 
 import hf_syntax_mt.modeling_syntax_mt as modeling
 from hf_syntax_mt import SyntaxMTForConditionalGeneration, SyntaxMTModel
-
 from model_helpers import TINY, tiny_config
 
 PACKAGE = Path(modeling.__file__).parent

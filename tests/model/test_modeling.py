@@ -15,9 +15,9 @@ from hf_syntax_mt import (
     SyntaxMTForConditionalGeneration,
     SyntaxMTModel,
     dependency_depth_buckets,
-    dependency_relation_ids,
     labeled_relation_names,
 )
+from hf_syntax_mt.features.synthetic import random_dependency_tree
 from hf_syntax_mt.modeling_syntax_mt import SyntaxMTEncoderLayer, source_relations
 from hf_syntax_mt.relation_attention import (
     NO_RELATION,
@@ -29,8 +29,6 @@ from hf_syntax_mt.relation_attention import (
     relative_position_ids,
     walk_to_roots,
 )
-
-from hf_syntax_mt.features.synthetic import random_dependency_tree
 from model_helpers import ALL_PRESETS, EXAMPLE_HEADS, random_batch, syntax_kwargs, tiny_config
 
 # Seed 000, Table 1 (SPEC §3): relative depth depth_j - depth_i for "My father bought a red car ."

@@ -15,7 +15,6 @@ import shutil
 import pytest
 import torch
 
-
 from model_helpers import ALL_PRESETS, compiled_and_eager, tiny_model_inputs_targets
 
 TOLERANCE = {torch.bfloat16: 0.05, torch.float16: 0.01}

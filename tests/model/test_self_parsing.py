@@ -8,8 +8,6 @@ import textwrap
 
 import pytest
 import torch
-from model_helpers import random_batch, tiny_config
-from training_helpers import scratch_dir, synthetic_corpus, tiny_args
 from transformers import pipeline
 
 import hf_syntax_mt  # noqa: F401  (registers the pipeline)
@@ -20,6 +18,8 @@ from hf_syntax_mt.inference.model_parsing import parse_with_model
 from hf_syntax_mt.modeling_syntax_mt import tree_distances
 from hf_syntax_mt.syntax import PreParsedAnnotator, dependency_to_distance, read_conllu, validate_heads
 from hf_syntax_mt.training.run import train
+from model_helpers import random_batch, tiny_config
+from training_helpers import scratch_dir, synthetic_corpus, tiny_args
 
 
 def self_parsing_model(preset="transformer_dep_rel", seed=0):

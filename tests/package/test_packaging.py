@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from hf_syntax_mt.inference.metrics import check_bleu_tokenize
-
 from training_helpers import scratch_dir, tiny_args
 
 tomllib = pytest.importorskip("tomllib")

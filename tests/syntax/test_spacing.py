@@ -11,11 +11,11 @@ import unicodedata
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from training_helpers import scratch_dir, synthetic_corpus, tiny_args
 from transformers import AutoTokenizer, pipeline
 
 import hf_syntax_mt  # noqa: F401  (registers the pipeline)
 from hf_syntax_mt import SyntaxMTConfig
+from hf_syntax_mt.features.joint_bpe import CJK_SCRIPT_RUN, add_cjk_despacing, despaces_cjk, train_joint_bpe_tokenizer
 from hf_syntax_mt.features.syntax_features import SyntaxFeatureProcessor
 from hf_syntax_mt.syntax import Annotation, PreParsedAnnotator, detect_source_spacing, locate_words, read_conllu
 from hf_syntax_mt.syntax.spacing import (
@@ -25,8 +25,8 @@ from hf_syntax_mt.syntax.spacing import (
     looks_segmented,
     unsegmented_lines,
 )
-from hf_syntax_mt.features.joint_bpe import CJK_SCRIPT_RUN, add_cjk_despacing, despaces_cjk, train_joint_bpe_tokenizer
 from hf_syntax_mt.training.run import train
+from training_helpers import scratch_dir, synthetic_corpus, tiny_args
 
 
 def test_despace_cjk_removes_only_spaces_next_to_cjk():

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import scratch_dir, tiny_args
 
 from hf_syntax_mt.training.budget import last_checkpoint_steps
 from hf_syntax_mt.training.run import SyntaxMTTrainingArguments, train
+from training_helpers import scratch_dir, tiny_args
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from model_helpers import TINY
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
 import hf_syntax_mt  # noqa: F401  (registers the Auto classes and the pipeline)
 from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration, average_checkpoints, last_checkpoints
 from hf_syntax_mt.cli import main as cli_main
-from hf_syntax_mt.syntax import PreParsedAnnotator, read_conllu
-from hf_syntax_mt.features.synthetic import write_synthetic_corpus
 from hf_syntax_mt.features.joint_bpe import train_joint_bpe_tokenizer
+from hf_syntax_mt.features.synthetic import write_synthetic_corpus
+from hf_syntax_mt.syntax import PreParsedAnnotator, read_conllu
+from model_helpers import TINY
 
 PRESETS = ["transformer_abs", "transformer_dep_labeled_rel"]
 

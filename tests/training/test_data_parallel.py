@@ -13,19 +13,30 @@ from pathlib import Path
 
 import pytest
 import torch
-from training_helpers import CHILD_ENV, TINY_OVERRIDES, started_until, stopped, synthetic_corpus
 from transformers import HfArgumentParser, MarianMTModel
 
 from hf_syntax_mt import SyntaxMTForConditionalGeneration
 from hf_syntax_mt.features.batching import TokenBudgetBatchSampler, pair_lengths
-from hf_syntax_mt.syntax.trees import IGNORE_INDEX
-from hf_syntax_mt.training.data_parallel import (RELATION_TERMS, available_cores, check_processes,
-                                                 every_parameter_trained, worker_arguments)
 from hf_syntax_mt.features.synthetic import write_synthetic_corpus
-from hf_syntax_mt.training.run import train, train_in_processes
-from hf_syntax_mt.training.trainer import dataset_lengths
+from hf_syntax_mt.syntax.trees import IGNORE_INDEX
+from hf_syntax_mt.training.data_parallel import (
+    RELATION_TERMS,
+    available_cores,
+    check_processes,
+    every_parameter_trained,
+    worker_arguments,
+)
+from hf_syntax_mt.training.run import (
+    DataArguments,
+    ModelArguments,
+    SyntaxMTTrainingArguments,
+    main,
+    train,
+    train_in_processes,
+)
 from hf_syntax_mt.training.run_safety import LOCK_NAME
-from hf_syntax_mt.training.run import DataArguments, ModelArguments, SyntaxMTTrainingArguments, main
+from hf_syntax_mt.training.trainer import dataset_lengths
+from training_helpers import CHILD_ENV, TINY_OVERRIDES, started_until, stopped, synthetic_corpus
 
 MAIN = "import sys; from hf_syntax_mt.training.run import main; sys.argv[0] = 'hf-syntax-mt-train'; sys.exit(main())"
 
@@ -234,10 +245,9 @@ def test_every_preset_family_trains_in_two_processes(tmp_path):
     unused relation table keeps the search and trains."""
     if available_cores() < 2:
         pytest.skip("needs 2 cores")
-    from marian_helpers import make_marian
-
     from hf_syntax_mt.hub.convert_marian import train_marian_tokenizer
     from hf_syntax_mt.training.data_parallel import launch
+    from marian_helpers import make_marian
 
     data = synthetic_corpus()
     tokenizer = train_marian_tokenizer(tmp_path / "marian", *((data / f"train.{side}").read_text().splitlines()
@@ -371,7 +381,7 @@ def test_sigterm_and_a_killed_process_stop_a_run_with_one_line_and_the_same_comm
     assert process.returncode == 1, output[-3000:]
     assert "Traceback" not in output and "Root Cause" not in output and "ProcessExitedException" not in output
     line = output.rstrip().splitlines()[-1]
-    assert line.startswith(f"hf-syntax-mt-train: error: training process ")
+    assert line.startswith("hf-syntax-mt-train: error: training process ")
     assert f"(pid {victim.pid}) was killed by SIGKILL; the last checkpoint is {out}/checkpoint-{first}: rerun the " \
            "same command to resume from it (the processes' output and torch elastic's report: " in line
     [report] = (out / "_processes").glob("*/launcher.log")

@@ -13,7 +13,6 @@ import pytest
 
 from hf_syntax_mt.features.training_data import build_annotator
 from hf_syntax_mt.training.run import train
-
 from training_helpers import scratch_dir, tiny_args
 
 spacy_util = pytest.importorskip("spacy.util")

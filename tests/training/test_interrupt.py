@@ -10,7 +10,6 @@ import torch
 from transformers import TrainerCallback
 
 from hf_syntax_mt.training.run import train
-
 from training_helpers import TINY_OVERRIDES, scratch_dir, started_until, stopped, synthetic_corpus, tiny_args
 
 # 48 training pairs in batches of 16: 3 steps an epoch; 7 steps end in the middle of the third epoch

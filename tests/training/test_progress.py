@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hf_syntax_mt.training.run import SyntaxMTTrainingArguments, train
 from hf_syntax_mt.training.progress import DEFAULT_WARMUP_STEPS, LOG_NAME, resolve_default_warmup
-
+from hf_syntax_mt.training.run import SyntaxMTTrainingArguments, train
 from training_helpers import scratch_dir, tiny_args
 
 RECIPES = Path(__file__).resolve().parents[2] / "benchmarks" / "recipes"

@@ -15,8 +15,8 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, get_scheduler
 
 import hf_syntax_mt.training.run
 from hf_syntax_mt import SyntaxMTConfig
-from hf_syntax_mt.inference.metrics import load_metric
 from hf_syntax_mt.hub.model_card import write_model_card
+from hf_syntax_mt.inference.metrics import load_metric
 from hf_syntax_mt.syntax import SpacyAnnotator
 from hf_syntax_mt.training.run import (
     SyntaxMTTrainingArguments,
@@ -25,7 +25,6 @@ from hf_syntax_mt.training.run import (
     read_parallel_file,
     train,
 )
-
 from training_helpers import scratch_dir, synthetic_corpus, tiny_args, trained_model
 
 JAPANESE_PAIRS = [  # written for these tests

@@ -3,10 +3,9 @@ longer than the length limits (counted once per split)."""
 
 import logging
 
-from hf_syntax_mt.syntax import apply_source_spacing
 from hf_syntax_mt.features.joint_bpe import train_joint_bpe_tokenizer
+from hf_syntax_mt.syntax import apply_source_spacing
 from hf_syntax_mt.training.run import read_parallel_file, train
-
 from training_helpers import scratch_dir, synthetic_corpus, tiny_args
 
 TEXTS = ["the cat sat on the mat", "the dog sat on the log", "a cat and a dog"]  # written for these tests

@@ -11,9 +11,8 @@ import sys
 import pytest
 from transformers import TrainerCallback
 
-from hf_syntax_mt.training.run_safety import LOCK_NAME
 from hf_syntax_mt.training.run import main, train
-
+from hf_syntax_mt.training.run_safety import LOCK_NAME
 from training_helpers import TINY_OVERRIDES, scratch_dir, synthetic_corpus, tiny_args
 
 MAIN = "import sys; from hf_syntax_mt.training.run import main; sys.argv[0] = 'hf-syntax-mt-train'; sys.exit(main())"

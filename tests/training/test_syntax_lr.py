@@ -10,9 +10,8 @@ import torch
 from transformers import HfArgumentParser, MarianMTModel, TrainerCallback
 
 from hf_syntax_mt import SyntaxMTConfig, SyntaxMTForConditionalGeneration
-from hf_syntax_mt.training.trainer import SyntaxMTSeq2SeqTrainer, syntax_parameter_groups
 from hf_syntax_mt.training.run import SyntaxMTTrainingArguments
-
+from hf_syntax_mt.training.trainer import SyntaxMTSeq2SeqTrainer, syntax_parameter_groups
 from marian_helpers import PAD, make_marian, random_trees
 from training_helpers import scratch_dir
 

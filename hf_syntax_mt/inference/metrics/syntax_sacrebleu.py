@@ -13,7 +13,6 @@ import datasets
 import evaluate
 import sacrebleu
 
-
 _CITATION = """\
 @inproceedings{post-2018-call,
     title = "A Call for Clarity in Reporting {BLEU} Scores",

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from torch.nn import functional as F
-
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
@@ -33,9 +32,14 @@ from transformers.utils.deprecation import deprecate_kwarg
 
 from hf_syntax_mt.configuration_syntax_mt import SyntaxMTConfig
 from hf_syntax_mt.fast_ops import dropout, label_smoothed_cross_entropy
-from hf_syntax_mt.model_files import check_model_files
-from .relation_attention import (
+
+# importable from here as before they moved
+from hf_syntax_mt.model_files import DamagedModelFileError, check_model_files, check_weights_files  # noqa: F401
+from hf_syntax_mt.tree_decoding import decode_tree
+
+from .relation_attention import (  # noqa: F401
     IGNORE_INDEX,
+    NO_RELATION,
     BucketRelationTerm,
     RelationPairs,
     RelationTerm,
@@ -43,20 +47,16 @@ from .relation_attention import (
     add_relation_key_logits_,
     dependency_depth_buckets,
     dependency_relation_ids,
+    labeled_relation_names,
     localized_attention_log_mask,
     relation_attention_output,
     relation_key_logits,
     relation_pairs,
     relation_value_output,
+    relative_position_ids,
     tree_distances,
     walk_to_roots,
 )
-from hf_syntax_mt.tree_decoding import decode_tree
-
-# importable from here as before they moved
-from hf_syntax_mt.model_files import DamagedModelFileError, check_weights_files  # noqa: F401
-from .relation_attention import NO_RELATION, labeled_relation_names, relative_position_ids  # noqa: F401
-
 
 logger = logging.get_logger(__name__)
 
