@@ -11,7 +11,7 @@ in one process and timed in interleaved rounds (one AdamW step of each system pe
 GPU synchronized after each); a cell is the median over rounds of the per-round ratio. Training runs in fp32 (TF32
 off) and in bf16 autocast; decoding (fp32) is 32 sentences × 30 new tokens, greedy and beam 4. The recipe step is
 one AdamW step of `transformer_abs` on the KFTT recipe's typical batch (64 sentences, source 16 / target 14
-subwords, speed.recipe_training_step): its time bounds from below what one update of a KFTT budget run costs there.
+subwords): its time bounds from below what one update of a KFTT budget run costs there.
 """
 
 import argparse

@@ -1,5 +1,5 @@
 """How well a self-parsing model parses (issue 26, SPEC §9): agreement with the recipe's parser on dev, and UAS on
-the gold Japanese PUD treebank beside GiNZA's own (benchmarks/ginza_pud_uas.py).
+the gold Japanese PUD treebank beside GiNZA's own (`benchmarks/results/ginza_pud_uas.json`).
 
     python benchmarks/self_parsing_eval.py --recipe benchmarks/recipes/small_parallel_enja.ja-en.json \
         --model $HF_SYNTAX_MT_RUNS/small_parallel_enja.ja-en/transformer_dep_rel@self/seed1
@@ -102,7 +102,8 @@ def results_section(results_dir: Path = RESULTS_DIR) -> str:
         "Dev agreement with the recipe's parser (GiNZA), in %: subwords whose decoded head is GiNZA's head projected to "
         "subwords (SPEC §5), and the UAS of the model's word trees on GiNZA's words; Japanese PUD (1,000 sentences, "
         "Wikipedia: out of domain for small_parallel_enja, in domain for KFTT): UAS on the gold words against the "
-        "gold trees, beside GiNZA's own UAS on the gold words (`benchmarks/ginza_pud_uas.py`); pipeline: dev "
+        "gold trees, beside GiNZA's own UAS on the gold words (`benchmarks/ginza_pud_uas.py` at cfbcf39, a retired "
+        "script: benchmarks/README.md); pipeline: dev "
         "sentences/s (beam 4, batch 32) of the model reading its own trees / the same weights without the parse "
         "module given GiNZA, and their ratio.", "",
         "| model | dev subword agreement | dev word UAS vs GiNZA | PUD UAS | GiNZA PUD UAS | pipeline sent/s own / GiNZA | speed-up |",

@@ -154,20 +154,6 @@ def _batch(config, batch_size, length, seed=0, target_length=None):
     return batch
 
 
-def recipe_training_step(preset, bf16, attn_implementation="sdpa"):
-    """One AdamW step of `preset` at the recipe size (SIZE) on a typical ja–en batch: 64 sentences,
-    source 16 / target 14 subwords; warmed up once, ready to time."""
-    import torch
-
-    torch.manual_seed(0)
-    model, config = _build(preset, {**SIZE, "attn_implementation": attn_implementation})
-    model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    step = _training_step(model, optimizer, _batch(config, 64, 16, target_length=14), bf16=bf16)
-    step()
-    return step
-
-
 def _training_step(model, optimizer, batch, bf16=False, device_type="cpu"):
     import torch
 

@@ -103,12 +103,15 @@ class Translator:
 
 
 def read_sentences(text: Optional[str], max_lines: int = MAX_LINES) -> list[str]:
-    """The non-empty lines of `text`, stripped; `AppError` for no sentence or too many. (A line with a character
-    that is not text is refused alone: `check_sentence`.)"""
-    if text is None or not text.strip():
-        raise AppError("Type one or more sentences to translate, one a line.")
-    lines = [line.strip() for line in text.splitlines()]
+    """The lines of `text` read as `hf-syntax-mt translate` reads a file's (`split_lines`, `normalize_line`: a form
+    feed or a zero-width space is a space, not a line end or a word), stripped, the empty ones left out; `AppError`
+    for no sentence or too many. (A line with a character that is not text is refused alone: `check_sentence`.)"""
+    from .syntax.lines import normalize_line, split_lines
+
+    lines = [normalize_line(line).strip() for line in split_lines(text or "")]
     sentences = [line for line in lines if line]
+    if not sentences:
+        raise AppError("Type one or more sentences to translate, one a line.")
     if len(sentences) > max_lines:
         raise AppError(f"{len(sentences)} sentences: the page translates at most {max_lines} at a time.")
     return sentences
@@ -134,7 +137,8 @@ def translate_all(translators: Sequence[Translator], sentences: Sequence[str], *
     """Rows `[number, source, one translation per model]` (with `scores`, each translation followed by its score,
     log P(translation | source) / length ** length_penalty as beam search ranks it, to 3 decimals) and the
     messages of the lines that were not translated (a character that is not text, too long, not parsable: their
-    cells are empty) and of those translated though mostly unknown to a model; `progress(done, total)` after each
+    cells are empty) and the notes of those translated anyway (subwords unknown to a model, several sentences on one
+    line); `progress(done, total)` after each
     batch. Columns: `table_headers`."""
     if not isinstance(beams, int) or beams < 1:
         raise AppError(f"The beam size must be a whole number of at least 1, not {beams!r}.")

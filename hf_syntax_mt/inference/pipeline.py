@@ -11,14 +11,17 @@ with `SyntaxFeatureProcessor` (the same path as training), `generate`, decode. W
 > 1 each sentence gets a list of k outputs, best first (its n-best list); with `return_scores=True` each
 output also has its `log_probability` under the model and its `score` (see `sequence_scores`).
 
-Inputs are strings or UTF-8 `bytes`. Bad lines are reported and skipped, never fatal for the batch:
-an empty (or whitespace-only) line, one that is not valid text (bytes that are not UTF-8, a string
+Inputs are strings or UTF-8 `bytes`, read as NMT toolkits read them (`syntax.lines.normalize_line`:
+zero-width spaces, byte-order marks, form feeds and the like become spaces, other control characters are
+removed). Bad lines are reported and skipped, never fatal for the batch: an empty (or whitespace-only) line
+(also one that is empty once normalized, such as a lone zero-width space), one that is not valid text (bytes that are not UTF-8, a string
 with lone surrogates, an item of the list that is neither, such as `42`), a line longer than the model allows (`config.max_position_embeddings` tokens),
 or a line the parser cannot handle (e.g. a text missing from a `PreParsedAnnotator`), gives
 `{"translation_text": "", "error": "..."}` and one logged warning with its line number (1-based, as
-editors number lines: the first input is line 1). A line whose subwords are mostly unknown to the model (the
-tokenizer's `unk_token`: characters it was not trained on, such as another script or emoji) is translated, and
-its output says so in `"warning"` (logged too). A parser that is not installed raises `ImportError`
+editors number lines: the first input is line 1). A line with subwords unknown to the model (the tokenizer's
+`unk_token`: characters it was not trained on, such as another script, emoji, or capitals for a lowercase
+model) is translated, and its output says how many in `"warning"` (logged too); so does a line in which the
+parser finds more than one sentence (the models are trained one sentence a line). A parser that is not installed raises `ImportError`
 saying what to install when the pipeline is built; a model directory without a tokenizer raises
 `ValueError`; a damaged (truncated, overwritten) weights file raises `DamagedModelFileError` naming it.
 """
@@ -42,7 +45,7 @@ from transformers.pipelines import PIPELINE_REGISTRY
 from ..features.syntax_features import SyntaxFeatureProcessor, plain_encoding
 from ..model_files import check_model_files
 from ..modeling_syntax_mt import DamagedModelFileError, check_weights_files
-from ..syntax import Annotation, Annotator, load_annotator, locate_words, unsegmented_lines
+from ..syntax import Annotation, Annotator, load_annotator, locate_words, normalize_line, unsegmented_lines
 from ..syntax.annotators import check_parser_installed
 from .length_cap import check_length_cap, with_length_cap
 
@@ -112,12 +115,12 @@ def _is_positive_int(value) -> bool:
 
 
 def decode_line(line) -> tuple[str, Optional[str]]:
-    """`(text, None)` for a line that is valid Unicode text, `("", why)` for one that is not: bytes that are
-    not UTF-8, a string with lone surrogates (as `errors="surrogateescape"` decoding leaves), or an item that
-    is neither `str` nor `bytes` (e.g. `42` in a list of sentences)."""
+    """`(text, None)` for a line that is valid Unicode text, normalized (`normalize_line`), `("", why)` for one
+    that is not: bytes that are not UTF-8, a string with lone surrogates (as `errors="surrogateescape"` decoding
+    leaves), or an item that is neither `str` nor `bytes` (e.g. `42` in a list of sentences)."""
     if isinstance(line, bytes):
         try:
-            return line.decode("utf-8"), None
+            return normalize_line(line.decode("utf-8")), None
         except UnicodeDecodeError as err:
             return "", f"not UTF-8 text (invalid byte {line[err.start]:#04x} at byte {err.start + 1} of the line)"
     if not isinstance(line, str):
@@ -126,7 +129,7 @@ def decode_line(line) -> tuple[str, Optional[str]]:
         line.encode("utf-8")
     except UnicodeEncodeError as err:
         return "", f"not valid Unicode text (lone surrogate {line[err.start]!r} at character {err.start + 1})"
-    return line, None
+    return normalize_line(line), None
 
 
 def _short_repr(value, width: int = 40) -> str:
@@ -305,6 +308,9 @@ class SyntaxTranslationPipeline(Pipeline):
         else:
             parsed = None if annotations is None else [(i, annotations[i]) for i in keep]
         if parsed is not None:
+            for i, annotation in parsed:
+                if annotation.num_sentences > 1:
+                    notes[i] = "; ".join(filter(None, [notes.get(i), self._sentences_note(annotation)]))
             keep, parsed = [i for i, _ in parsed], [a for _, a in parsed]
         model_inputs = {}
         if keep:
@@ -317,17 +323,24 @@ class SyntaxTranslationPipeline(Pipeline):
         return {"model_inputs": model_inputs, "keep": keep, "size": len(texts), "errors": errors, "notes": notes}
 
     def _unknown_note(self, ids: list[int]) -> Optional[str]:
-        """What to say of a line whose subwords `ids` are mostly the tokenizer's unknown token, else None."""
+        """What to say of a line some of whose subwords `ids` are the tokenizer's unknown token, else None."""
         unknown = self.tokenizer.unk_token_id
         if unknown is None:
             return None
         special = set(self.tokenizer.all_special_ids) - {unknown}
         subwords = [token for token in ids if token not in special]
         count = sum(token == unknown for token in subwords)
-        if 2 * count <= len(subwords):
+        if not count:
             return None
         return (f"{count} of its {len(subwords)} subwords are unknown to this model ({self.tokenizer.unk_token}: "
-                "characters it was not trained on), so its translation says little")
+                "characters it was not trained on)" + (", so its translation says little" if 2 * count > len(subwords)
+                                                       else ""))
+
+    @staticmethod
+    def _sentences_note(annotation: Annotation) -> str:
+        """What to say of a line in which the parser found several sentences."""
+        return (f"the parser found {annotation.num_sentences} sentences in this line, but the model was trained on "
+                "one sentence a line and may leave some out: give each sentence its own line")
 
     def _cut_at_parser_words(self, texts, errors):
         """A model trained on space-segmented CJK text (`source_spacing="segmented"`) reads an unsegmented

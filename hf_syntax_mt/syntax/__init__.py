@@ -36,6 +36,7 @@ from .distance import (
     tree_to_bracketed,
 )
 from .evaluation import attachment_scores
+from .lines import normalize_line, split_lines
 from .spacing import (
     SOURCE_SPACINGS,
     apply_source_spacing,
@@ -57,6 +58,8 @@ from .trees import (
 )
 
 __all__ = [
+    "normalize_line",
+    "split_lines",
     "IGNORE_INDEX",
     "LARGE_DISTANCE",
     "SENTENCE_DISTANCE",

@@ -53,7 +53,7 @@ def test_bad_input_is_one_sentence_of_the_page(text, message):
         read_sentences(text)
 
 
-@pytest.mark.parametrize("bad, code", [("\x00", "U+0000"), ("\x07", "U+0007"), ("\ufffd", "U+FFFD")])
+@pytest.mark.parametrize("bad, code", [("\x00", "U+0000"), ("\x80", "U+0080"), ("\ufffd", "U+FFFD")])
 def test_a_line_with_a_character_that_is_not_text_is_refused_alone(bad, code):
     """As `translate` does and the README says: that line's cells stay empty with one message, the others are
     translated (the model: a tiny transformer_abs of the synthetic corpus)."""
@@ -70,6 +70,13 @@ def test_a_line_with_a_character_that_is_not_text_is_refused_alone(bad, code):
 
 def test_sentences_are_the_non_empty_lines():
     assert read_sentences(" 猫が寝ている。 \n\n私は本を読んだ。\n") == ["猫が寝ている。", "私は本を読んだ。"]
+
+
+def test_lines_are_read_as_translate_reads_them():
+    """Ended at \\n, \\r\\n and \\r only; a form feed and a zero-width space are spaces, a bell is removed (as
+    SentencePiece's NMT rule does), so a line of format characters is empty and left out."""
+    assert read_sentences("猫が\x0c寝ている。\r\n\u200b\n\ufeff私は本を\x07読んだ。\u2028犬。") == [
+        "猫が 寝ている。", "私は本を読んだ。 犬。"]
 
 
 @pytest.fixture(scope="module")

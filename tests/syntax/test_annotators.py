@@ -351,5 +351,5 @@ def test_ginza_uas_on_japanese_pud_sample(ginza):
     assert len(gold) == 1000
     sample = gold[:60]
     scores = attachment_scores(sample, ginza.annotate([g.text for g in sample]))
-    # full-treebank figure: benchmarks/ginza_pud_uas.py
+    # full-treebank figure: benchmarks/results/ginza_pud_uas.json (benchmarks/README.md: retired scripts)
     assert scores["aligned"] > 0.85 and 0.6 < scores["uas"] <= 1.0
