@@ -40,8 +40,10 @@ DEFAULT_WARMUP_STEPS = DefaultWarmupSteps(800)
 
 
 def resolve_default_warmup(training_args, run_steps: int) -> None:
-    """Set the default warm-up to min(800, a tenth of the run's `run_steps` updates), and say so when it is cut; a
-    warm-up given that lasts the whole run gets a warning (the learning rate would never reach its peak)."""
+    """Set the default warm-up to min(800, a tenth of the run's `run_steps` updates), and say so when it is cut; a run
+    whose schedule makes every update at learning rate 0 (one update in a warm-up, whose first update is made at rate
+    0, or `--learning_rate 0`) gets a warning that its model is untrained, and a warm-up given that lasts the whole
+    run one that the learning rate never reaches its peak."""
     asked = training_args.warmup_steps
     if isinstance(asked, DefaultWarmupSteps):
         steps = min(int(asked), max(1, math.ceil(WARMUP_SHARE * run_steps)))
@@ -49,9 +51,40 @@ def resolve_default_warmup(training_args, run_steps: int) -> None:
         if steps < asked:
             logger.info("warm-up steps: %d (the default %d cut to %.0f%% of this %d-step run; --warmup_steps sets it)",
                         steps, asked, 100 * WARMUP_SHARE, run_steps)
-    elif asked >= 1 and asked >= run_steps:
+    warmup = training_args.get_warmup_steps(run_steps)
+    if not any(first_learning_rates(training_args, run_steps, min(run_steps, warmup + 1))):
+        logger.warning("every update of this %d-step run is made at learning rate 0 (--lr_scheduler_type %s, "
+                       "--learning_rate %g, %d warm-up steps: the first update of a warm-up is made at rate 0), so "
+                       "the model it saves is untrained; train longer (--max_steps, --num_train_epochs) or give "
+                       "--warmup_steps 0", run_steps, _value(training_args.lr_scheduler_type),
+                       training_args.learning_rate, warmup)
+    elif not isinstance(asked, DefaultWarmupSteps) and asked >= 1 and asked >= run_steps:
         logger.warning("--warmup_steps %g is as long as the whole run (%d steps): the learning rate never reaches "
                        "--learning_rate %g", asked, run_steps, training_args.learning_rate)
+
+
+def first_learning_rates(training_args, run_steps: int, updates: int) -> list[float]:
+    """The learning rates of the first `updates` updates of a `run_steps`-update run, from the schedule the Trainer
+    builds (`transformers.get_scheduler` with the run's type, warm-up and settings)."""
+    import torch
+    from transformers import get_scheduler
+
+    if _value(training_args.lr_scheduler_type) == "reduce_lr_on_plateau":  # its rate follows the evaluations
+        return [training_args.learning_rate] * updates
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=training_args.learning_rate)
+    scheduler = get_scheduler(training_args.lr_scheduler_type, optimizer,
+                              num_warmup_steps=training_args.get_warmup_steps(run_steps), num_training_steps=run_steps,
+                              scheduler_specific_kwargs=training_args.lr_scheduler_kwargs or {})
+    rates = []
+    for _ in range(updates):
+        rates.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    return rates
+
+
+def _value(setting) -> str:
+    return str(getattr(setting, "value", setting))
 
 
 class RunLogCallback(TrainerCallback, ExportableState):
@@ -133,4 +166,4 @@ def _is_curve_entry(entry: dict) -> bool:
 
 
 __all__ = ["DEFAULT_WARMUP_STEPS", "DefaultWarmupSteps", "LOG_COLUMNS", "LOG_NAME", "RunLogCallback",
-           "resolve_default_warmup"]
+           "first_learning_rates", "resolve_default_warmup"]

@@ -260,6 +260,12 @@ def _check_training_arguments(training_args, data_args: DataArguments) -> None:
     require_at_least(training_args, 1, ("gradient_accumulation_steps",), "a number of batches")
     require_at_least(training_args, 1, ("generation_max_length",), "a length in subwords")
     require_at_least(training_args, 0, ("dataloader_num_workers",), "a number of processes")
+    if training_args.max_steps == 0:
+        raise ValueError("--max_steps 0: a run of no update; give --max_steps >= 1, or leave it at -1 (the default) to "
+                         "train for --num_train_epochs")
+    if training_args.learning_rate <= 0:
+        raise ValueError(f"--learning_rate {training_args.learning_rate:g}: the peak learning rate must be > 0 (at 0 "
+                         "no update changes the model)")
     if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
         raise ValueError(f"--num_train_epochs {training_args.num_train_epochs} and --max_steps {training_args.max_steps}"
                          ": nothing to train; give --num_train_epochs > 0 or --max_steps >= 1")

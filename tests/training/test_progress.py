@@ -6,11 +6,17 @@ import csv
 import dataclasses
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
 
-from hf_syntax_mt.training.progress import DEFAULT_WARMUP_STEPS, LOG_NAME, resolve_default_warmup
+from hf_syntax_mt.training.progress import (
+    DEFAULT_WARMUP_STEPS,
+    LOG_NAME,
+    first_learning_rates,
+    resolve_default_warmup,
+)
 from hf_syntax_mt.training.run import SyntaxMTTrainingArguments, train
 from training_helpers import scratch_dir, tiny_args
 
@@ -101,3 +107,55 @@ def test_a_resumed_run_records_the_whole_run():
     rows = [(int(row["step"]), row["loss"] or None, row["eval_bleu"] or None) for row in csv_rows(stopped_out)]
     assert rows == [(int(row["step"]), row["loss"] or None, row["eval_bleu"] or None) for row in csv_rows(straight_out)]
     assert [step for step, loss, _ in rows if loss] == [2, 4]
+
+
+def test_the_learning_rates_of_a_schedule_are_the_trainers():
+    """Linear, 2 warm-up updates, 5 updates: 0, p/2, p, then down to 0 at the end (p (5 - t) / 3); constant: p."""
+    args = dataclasses.replace(tiny_args(scratch_dir("rates"))[2], lr_scheduler_type="linear", warmup_steps=2,
+                               learning_rate=0.3)
+    assert first_learning_rates(args, 5, 5) == pytest.approx([0.0, 0.15, 0.3, 0.2, 0.1])
+    assert first_learning_rates(dataclasses.replace(args, lr_scheduler_type="constant"), 5, 3) == [0.3] * 3
+
+
+@pytest.mark.parametrize("scheduler", ["inverse_sqrt", "linear", "cosine"])
+def test_a_run_whose_every_update_is_at_rate_zero_is_said_in_one_line(caplog, scheduler):
+    """One update with a warm-up (the default, cut to 1 step, or one given) is made at rate 0; without a warm-up it
+    is made at the peak rate, and a longer run reaches it: no warning."""
+    def warnings(run_steps, **settings):
+        args = with_defaults(tiny_args(scratch_dir("zero"))[2], "warmup_steps")
+        args = dataclasses.replace(args, lr_scheduler_type=scheduler, **settings)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="hf_syntax_mt.training.progress"):
+            resolve_default_warmup(args, run_steps)
+        return [r.getMessage() for r in caplog.records]
+
+    [line] = warnings(1)
+    assert line.startswith(f"every update of this 1-step run is made at learning rate 0 (--lr_scheduler_type "
+                           f"{scheduler}, --learning_rate 0.003, 1 warm-up steps: ")
+    assert line.endswith("so the model it saves is untrained; train longer (--max_steps, --num_train_epochs) or give "
+                         "--warmup_steps 0")
+    assert len(warnings(1, warmup_steps=3)) == 1
+    assert warnings(1, warmup_steps=0) == [] and warnings(2) == []
+
+
+def test_a_run_of_a_hundredth_of_an_epoch_is_one_update_said_to_be_at_rate_zero(caplog):
+    """--num_train_epochs 0.01 of 3 batches an epoch: one update, in the default warm-up."""
+    model_args, data_args, training_args = tiny_args(scratch_dir("hundredth"), max_steps=-1, num_train_epochs=0.01,
+                                                     **NO_EVAL)
+    training_args = with_defaults(training_args, "warmup_steps")
+    with caplog.at_level(logging.WARNING, logger="hf_syntax_mt.training.progress"):
+        result = train(model_args, data_args, training_args)
+    assert result.trainer.state.global_step == 1
+    assert "every update of this 1-step run is made at learning rate 0" in caplog.text
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(max_steps=0), "--max_steps 0: a run of no update; give --max_steps >= 1, or leave it at -1 (the default) to "
+                        "train for --num_train_epochs"),
+    (dict(learning_rate=0.0), "--learning_rate 0: the peak learning rate must be > 0"),
+])
+def test_a_run_of_no_update_or_no_rate_is_refused(settings, message):
+    out = scratch_dir("refused")
+    with pytest.raises(ValueError, match=re.escape(message)):
+        train(*tiny_args(out, **settings))
+    assert not any(out.iterdir())  # no checkpoint, model or card
