@@ -80,7 +80,7 @@ from ..features.training_data import (
 from ..hub.convert_marian import is_marian_checkpoint
 from ..hub.model_card import NOT_LANGUAGE_CODES, write_model_card
 from ..inference.metrics import check_bleu_tokenize
-from ..inference.pipeline import check_weights_files, model_location
+from ..inference.pipeline import DamagedModelFileError, check_weights_files, model_location
 from ..modeling_syntax_mt import SyntaxMTForConditionalGeneration
 from ..syntax import (
     SOURCE_SPACINGS,
@@ -526,6 +526,21 @@ def _finish_from_checkpoint(trainer: SyntaxMTSeq2SeqTrainer, checkpoint: str, ch
     return metrics
 
 
+def _final_model_gone(output_dir: Path) -> Optional[str]:
+    """Why the final model in `output_dir` cannot be loaded (its config or weights file missing, a weights file
+    damaged), or None."""
+    if not (output_dir / "config.json").is_file():
+        return "no config.json"
+    weights = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+    if not any((output_dir / name).is_file() for name in weights):
+        return "no model.safetensors"
+    try:
+        check_weights_files(output_dir)
+    except DamagedModelFileError as err:
+        return str(err)
+    return None
+
+
 def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
                      interrupt: Optional[InterruptCallback] = None, run_log: Optional[RunLogCallback] = None) -> dict:
     """Train from scratch or from the output dir's last complete checkpoint (`last_complete_checkpoint`: a save
@@ -557,6 +572,14 @@ def _train_or_resume(trainer: SyntaxMTSeq2SeqTrainer, training_args, tokenizer,
     steps_done = checkpoint_state.global_step if checkpoint else 0
     run_steps = trainer.set_initial_training_values(training_args, trainer.get_train_dataloader())[-1]
     recorded = read_whole_json(record)
+    gone = _final_model_gone(output_dir) if checkpoint and recorded is not None and steps_done >= run_steps else None
+    if gone:
+        logger.warning("%s finished training at step %d in an earlier run, but its final model is gone (%s): restoring "
+                       "it from %s, the checkpoint of the run's last step (the best checkpoint's weights under "
+                       "--load_best_model_at_end, as the run ended); its %s is kept", output_dir, steps_done, gone,
+                       checkpoint, record.name)
+        _finish_from_checkpoint(trainer, checkpoint, checkpoint_state, None)
+        return recorded
     if checkpoint and recorded is not None and steps_done >= run_steps:
         logger.warning("%s finished training at step %d in an earlier run: nothing to train; its model and %s are "
                        "kept (train longer with a larger --max_steps / --num_train_epochs, or start again with "

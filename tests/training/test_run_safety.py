@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from transformers import TrainerCallback
@@ -149,6 +150,28 @@ def test_a_run_killed_while_its_final_model_was_written_finishes_without_trainin
     assert f"{out / 'checkpoint-4'} is at step 4, the end of this run (4 steps): nothing left to train" in err
     assert (out / "model.safetensors").read_bytes() == weights and (out / "all_results.json").is_file()
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+
+
+@pytest.mark.parametrize("best", [False, True])
+def test_a_finished_run_whose_model_file_is_gone_restores_it_from_its_checkpoint(caplog, best):
+    """model.safetensors deleted by hand after the run finished: the rerun restores the final model from the checkpoint
+    of the last step (the best checkpoint's weights under --load_best_model_at_end, as the run ended), saying so, keeps
+    the record, and trains nothing (it said the model was kept, then failed: no file named model.safetensors)."""
+    out = scratch_dir("model_gone") / "out"
+    argv = train_argv(out, *(() if best else ("--eval_strategy", "no", "--load_best_model_at_end", "false")))
+    assert main(argv) == 0
+    weights, record = (out / "model.safetensors").read_bytes(), (out / "all_results.json").read_text()
+    (out / "model.safetensors").unlink()
+    caplog.clear()
+    assert main(argv) == 0
+    err = "\n".join(caplog.messages)
+    assert (f"{out} finished training at step 4 in an earlier run, but its final model is gone (no model.safetensors):"
+            f" restoring it from {out / 'checkpoint-4'}, the checkpoint of the run's last step") in err
+    assert (out / "model.safetensors").read_bytes() == weights
+    assert json.loads((out / "all_results.json").read_text()) == json.loads(record)
+    assert json.loads((out / "trainer_state.json").read_text())["global_step"] == 4
+    chosen = json.loads((out / "trainer_state.json").read_text())["best_model_checkpoint"] if best else None
+    assert weights == (Path(chosen or out / "checkpoint-4") / "model.safetensors").read_bytes()
 
 
 @pytest.mark.parametrize("finished", [True, False])
