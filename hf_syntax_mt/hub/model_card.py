@@ -120,16 +120,22 @@ def _inference_notes(config: dict) -> tuple[str, str]:
                 "As the model needs no syntax at inference, `model.generate(**tokenizer(sentences, return_tensors=\"pt\", "
                 "padding=True), num_beams=4)` translates.")
     parser = config.get("parser") or {}
-    if parser.get("type") == "spacy":
+    kind = parser.get("type") or "preparsed"
+    if kind.startswith("spacy"):
         with_package = (f"The pipeline parses each sentence with the spaCy pipeline `{parser.get('model')}` recorded in "
                         f"the config: `{spacy_install_hint(parser.get('model'))}`.")
-    elif parser.get("type") == "stanza":
+    elif kind == "stanza":
         with_package = (f"The pipeline parses each sentence with stanza (`{parser.get('lang')}`, recorded in the config), "
                         "which downloads its models on first use.")
-    else:
+    elif kind == "synthetic_grammar":
+        with_package = ("The pipeline parses each sentence with the package's synthetic grammar (`synthetic_grammar`, "
+                        "recorded in the config; the grammar of the demo's corpus, nothing to install).")
+    elif kind == "preparsed":
         with_package = ("It was trained on pre-parsed sources, so the pipeline needs the parses: "
                         "`pipeline(..., annotator=hf_syntax_mt.PreParsedAnnotator.from_conllu(path))`, or "
                         "`annotations=[...]` per call.")
+    else:
+        with_package = f"The pipeline parses each sentence with the parser recorded in the config (`{kind}`)."
     features = "`source_heads` (batch, n): for every source subword the position of its head word's first subword " \
                "in the same row, the root pointing to itself, -100 outside the tree"
     if config.get("sla_layers"):

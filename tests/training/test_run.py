@@ -225,6 +225,25 @@ def test_model_card_of_a_japanese_model_without_syntax():
     assert "parses its source itself" in card and "source_heads" not in card  # no parser, no hand-built tree
 
 
+@pytest.mark.parametrize("parser, says", [
+    (None, "trained on pre-parsed sources, so the pipeline needs the parses"),
+    ({"type": "preparsed"}, "trained on pre-parsed sources, so the pipeline needs the parses"),
+    ({"type": "synthetic_grammar"}, "parses each sentence with the package's synthetic grammar"),
+    ({"type": "spacy", "model": "ja_ginza"}, "parses each sentence with the spaCy pipeline `ja_ginza`"),
+    ({"type": "spacy_despaced", "model": "ja_ginza"}, "parses each sentence with the spaCy pipeline `ja_ginza`"),
+    ({"type": "spacy_pretokenized", "model": "en_core_web_sm"}, "spaCy pipeline `en_core_web_sm`"),
+    ({"type": "stanza", "lang": "de"}, "parses each sentence with stanza (`de`"),
+])
+def test_model_card_says_how_the_pipeline_gets_the_parse(parser, says):
+    """The parser the config records, by its kind: the demo's grammar and spaCy's despaced or pre-tokenized
+    pipelines parse raw text themselves (the card said 'trained on pre-parsed sources' for them)."""
+    config = SyntaxMTConfig.from_preset("transformer_dep_rel").to_dict()
+    config["parser"] = parser
+    card = write_model_card(scratch_dir("card"), preset="transformer_dep_rel", config=config).read_text()
+    assert says in card
+    assert ("pre-parsed sources" in card) == (says.startswith("trained on pre-parsed"))
+
+
 def test_component_losses_are_logged():
     _, result = trained_model()
     logs = [h for h in result.trainer.state.log_history if "loss" in h and "eval_loss" not in h]
