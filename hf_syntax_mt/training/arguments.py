@@ -192,6 +192,12 @@ class SyntaxMTTrainingArguments(Seq2SeqTrainingArguments):
         metadata={"help": "Save a checkpoint every N updates (a number < 1: a share of the run); given without "
                   "--save_strategy, it saves by steps. Default: 500"},
     )
+    hub_strategy: str = field(
+        default="end",
+        metadata={"help": "With --push_to_hub, when to upload: end (once, the final model with its card and scores), "
+                  "every_save, checkpoint or all_checkpoints (as in transformers, whose default is every_save; each "
+                  "upload is a folder that loads, with the model's code and a card)"},
+    )
     save_total_limit: Optional[int] = field(default=2, metadata={"help": "Checkpoints kept (the best is never deleted)"})
     load_best_model_at_end: bool = field(default=True, metadata={"help": "Keep the best checkpoint by metric_for_best_model"})
     metric_for_best_model: Optional[str] = field(default="bleu", metadata={"help": "Metric that picks the best checkpoint"})

@@ -24,7 +24,7 @@ from transformers import Seq2SeqTrainer
 from transformers.modeling_utils import unwrap_model
 from transformers.trainer_callback import ExportableState
 from transformers.trainer_optimizer import is_optimizer_factory
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SaveStrategy, rotate_checkpoints, seed_worker
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, HubStrategy, SaveStrategy, rotate_checkpoints, seed_worker
 
 from ..features.batching import TokenBudgetBatchSampler, pair_lengths
 from ..features.joint_bpe import clear_call_state
@@ -303,10 +303,21 @@ class SyntaxMTSeq2SeqTrainer(Seq2SeqTrainer):
             rotate_checkpoints(output_dir=str(run_dir), save_total_limit=self.args.save_total_limit,
                                best_model_checkpoint=self.state.best_model_checkpoint, use_mtime=True)
 
+    def _push_from_checkpoint(self, checkpoint_folder: str) -> None:
+        """The Trainer's upload of a checkpoint (`--hub_strategy` other than end), made a folder that loads: the
+        model's code (`trust_remote_code`: the `*.py` files `config.json`'s `auto_map` points to), which the Trainer
+        does not copy from the checkpoint, and a model card go up with the weights."""
+        if self.is_world_process_zero() and self.args.hub_strategy != HubStrategy.END:
+            for code in Path(checkpoint_folder).glob("*.py"):
+                shutil.copy(code, Path(self.args.output_dir) / code.name)
+            self.create_model_card()
+        super()._push_from_checkpoint(checkpoint_folder)
+
     def create_model_card(self, **kwargs) -> None:
         if self.is_world_process_zero():
             model_id = getattr(self, "hub_model_id", None) or self.args.output_dir
-            write_model_card(self.args.output_dir, **{**self.model_card_info, "model_id": model_id})
+            config = {"config": unwrap_model(self.model).config.to_dict()}  # mid-run: the info has it at the end
+            write_model_card(self.args.output_dir, **{**config, **self.model_card_info, "model_id": model_id})
 
 
 def syntax_parameter_groups(model, decay_parameter_names, weight_decay: float, learning_rate: float,

@@ -385,6 +385,27 @@ def test_push_to_hub_uploads_the_final_card_and_results(monkeypatch):
     assert {"all_results.json", "model.safetensors", "tokenizer.json", "modeling_syntax_mt.py"} <= set(files)
 
 
+def test_push_to_hub_uploads_once_by_default_and_every_upload_loads(monkeypatch):
+    """By default (hub_strategy "end") one upload, at the end; with every_save each mid-run upload holds the model's
+    code that config.json's auto_map names, and a card (the Trainer's own uploads had neither: a model that did not
+    load)."""
+    hub = _FakeHub()
+    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: hub)
+    args = tiny_args(scratch_dir("push_default"), "transformer_abs", push_to_hub=True)
+    assert args[2].hub_strategy == "end"
+    train(*args)
+    assert [commit for commit, _, _ in hub.uploads] == ["End of training"]
+    hub.uploads.clear()
+    out = scratch_dir("push_every")
+    train(*tiny_args(out, "transformer_abs", push_to_hub=True, hub_strategy="every_save"))
+    assert [commit for commit, _, _ in hub.uploads][:2] == ["Training in progress, step 2", "Training in progress, step 4"]
+    auto_map = json.loads((out / "config.json").read_text())["auto_map"]
+    code = {reference.split(".")[0] + ".py" for reference in auto_map.values()}
+    for commit, card, files in hub.uploads:
+        assert code | {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= set(files), commit
+        assert "d_model=32" in card, commit
+
+
 def test_continuing_a_saved_model_keeps_its_tokenizer_and_config():
     out, _ = trained_model()
     model_args, data_args, training_args = tiny_args(scratch_dir("continue"), max_steps=1)
