@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import write_json  # noqa: E402
 from quality_lib.corpus import Corpus, alignment_report  # noqa: E402
 from quality_lib.recipes import REPO, load_recipe, read_pair, resolve  # noqa: E402
 
@@ -76,8 +77,7 @@ def main(argv=None):
         report["subwords_crossing_words_share"] = round(report["subwords_crossing_words"] / report["subwords"], 4)
         stats["dev_alignment"] = report
     path = args.results_dir / recipe["name"] / "corpus_stats.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(stats, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(path, stats)
     print(json.dumps({k: v for k, v in stats.items() if k != "dev_source_subwords"}, indent=1, ensure_ascii=False))
 
 

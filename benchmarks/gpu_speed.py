@@ -22,55 +22,48 @@ import time
 from pathlib import Path
 
 import speed
+from common import SIZE, describe_size, machine, write_json
 from results_md import write_section
-from speed import (
-    BASELINE,
-    DEFAULT_PRESETS,
-    MARIAN,
-    SIZE,
-    _batch,
-    _build,
-    _cpu_name,
-    _describe_size,
-    _interleaved,
-    _median_ratio,
-)
+from speed import BASELINE, DEFAULT_PRESETS, MARIAN, _batch, _build, _interleaved, _median_ratio, _parse_size
 
 PRECISIONS = ("fp32", "bf16")
 
 
-def _synchronized(function):
+def _synchronized(function, device):
     import torch
 
     def call():
         function()
-        torch.cuda.synchronize()
+        if device == "cuda":
+            torch.cuda.synchronize()
 
     return call
 
 
-def _training_step(model, batch, bf16):
-    """One AdamW step on `batch` (on the model's GPU), fp32 or under bf16 autocast, the GPU synchronized after it."""
+def _training_step(model, batch, bf16, device):
+    """One AdamW step on `batch` (on the model's device), fp32 or under bf16 autocast, the GPU synchronized after it."""
     import torch
 
-    return _synchronized(speed._training_step(model, torch.optim.AdamW(model.parameters(), lr=1e-4), batch, bf16, "cuda"))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    return _synchronized(speed._training_step(model, optimizer, batch, bf16, device), device)
 
 
-def _on_gpu(batch):
-    return {name: value.cuda() for name, value in batch.items()}
+def _on(batch, device):
+    return {name: value.to(device) for name, value in batch.items()}
 
 
-def measure_train(systems, lengths, tokens_per_batch, rounds):
+def measure_train(systems, lengths, tokens_per_batch, rounds, size=SIZE, device="cuda"):
     """{precision: {system: {n: {"step_s": [...], "tokens": source + target tokens}}}}."""
-    built = {system: _build(system, SIZE) for system in systems}
+    built = {system: _build(system, size) for system in systems}
     results = {precision: {system: {} for system in systems} for precision in PRECISIONS}
     for precision in PRECISIONS:
         for length in lengths:
             sentences = max(1, tokens_per_batch // length)
             steps = {}
             for system, (model, config) in built.items():
-                model.cuda().train()
-                steps[system] = _training_step(model, _on_gpu(_batch(config, sentences, length)), precision == "bf16")
+                model.to(device).train()
+                steps[system] = _training_step(model, _on(_batch(config, sentences, length), device),
+                                               precision == "bf16", device)
                 steps[system]()  # warm-up: kernels chosen, optimizer state made
             for system, seconds in _interleaved(steps, rounds).items():
                 results[precision][system][length] = {"step_s": seconds, "tokens": 2 * sentences * length}
@@ -78,53 +71,57 @@ def measure_train(systems, lengths, tokens_per_batch, rounds):
     return results
 
 
-def measure_decode(systems, rounds):
+def measure_decode(systems, rounds, size=SIZE, device="cuda"):
     """{system: {"beam1_s": [...], "beam4_s": [...]}}: 32 sentences × 30 new tokens, fp32."""
     import torch
 
-    built = {system: _build(system, SIZE) for system in systems}
+    built = {system: _build(system, size) for system in systems}
     decode = {system: {} for system in systems}
     with torch.no_grad():
         for beams in (1, 4):
             calls = {}
             for system, (model, config) in built.items():
-                model.cuda().eval()
-                inputs = _on_gpu({k: v for k, v in _batch(config, 32, 30, seed=1).items()
-                                  if k not in ("labels", "target_heads")})
+                model.to(device).eval()
+                inputs = _on({k: v for k, v in _batch(config, 32, 30, seed=1).items()
+                              if k not in ("labels", "target_heads")}, device)
                 calls[system] = _synchronized(lambda model=model, inputs=inputs: model.generate(
-                    **inputs, num_beams=beams, max_new_tokens=30, min_new_tokens=30))
+                    **inputs, num_beams=beams, max_new_tokens=30, min_new_tokens=30), device)
                 calls[system]()  # warm-up
             for system, seconds in _interleaved(calls, rounds).items():
                 decode[system][f"beam{beams}_s"] = seconds
     return decode
 
 
-def measure_recipe_step(rounds):
+def measure_recipe_step(rounds, size=SIZE, device="cuda"):
     """Seconds of one AdamW step of transformer_abs on the KFTT recipe's typical batch, fp32 and bf16."""
-    model, config = _build(BASELINE, SIZE)
-    model.cuda().train()
-    batch = _on_gpu(_batch(config, 64, 16, target_length=14))
-    steps = {precision: _training_step(model, batch, precision == "bf16") for precision in PRECISIONS}
+    model, config = _build(BASELINE, size)
+    model.to(device).train()
+    batch = _on(_batch(config, 64, 16, target_length=14), device)
+    steps = {precision: _training_step(model, batch, precision == "bf16", device) for precision in PRECISIONS}
     for step in steps.values():
         step()
     return _interleaved(steps, rounds)
 
 
-def profile_steps(systems, length, tokens_per_batch, steps=5, top=15, compiled=False):
+def profile_steps(systems, length, tokens_per_batch, steps=5, top=15, compiled=False, size=SIZE, device="cuda"):
     """`torch.profiler` over `steps` training steps of each system (fp32, then bf16 autocast; with `compiled`, each
     also under `torch.compile`): per step the wall time, the GPU's busy time (its kernels' time), the host's self CPU
-    time and the number of kernels, and the operators and kernels that take the most GPU time."""
+    time and the number of kernels, and the operators and kernels that take the most GPU time (on a CPU, a smoke run:
+    the host's time and operators only)."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    sort_by = "self_device_time_total" if device == "cuda" else "self_cpu_time_total"
     for precision in PRECISIONS:
         for system in systems:
             for compile_model in (False, True) if compiled else (False,):
-                model, config = _build(system, SIZE)
-                model.cuda().train()
-                batch = _on_gpu(_batch(config, max(1, tokens_per_batch // length), length))
-                step = _training_step(torch.compile(model) if compile_model else model, batch, precision == "bf16")
+                model, config = _build(system, size)
+                model.to(device).train()
+                batch = _on(_batch(config, max(1, tokens_per_batch // length), length), device)
+                step = _training_step(torch.compile(model) if compile_model else model, batch, precision == "bf16",
+                                      device)
                 try:
                     for _ in range(3):
                         step()
@@ -132,7 +129,7 @@ def profile_steps(systems, length, tokens_per_batch, steps=5, top=15, compiled=F
                     print(f"\n## {system} compiled, {precision}: does not run: {type(err).__name__}: {err}"[:2000])
                     torch._dynamo.reset()
                     continue
-                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                with profile(activities=activities) as prof:
                     started = time.perf_counter()
                     for _ in range(steps):
                         step()
@@ -144,10 +141,11 @@ def profile_steps(systems, length, tokens_per_batch, steps=5, top=15, compiled=F
                 print(f"\n## {system}{' compiled' if compile_model else ''}, {precision}, n={length}, {tokens_per_batch} "
                       f"tokens: {wall * 1e3:.1f} ms a step; GPU busy {gpu:.1f} ms, host self CPU {cpu:.1f} ms, "
                       f"{sum(event.count for event in kernels) / steps:.0f} kernels a step")
-                print(events.table(sort_by="self_device_time_total", row_limit=top, max_name_column_width=60))
+                print(events.table(sort_by=sort_by, row_limit=top, max_name_column_width=60))
                 del model, step
                 torch._dynamo.reset()
-                torch.cuda.empty_cache()
+                if device == "cuda":
+                    torch.cuda.empty_cache()
 
 
 def format_tables(results):
@@ -190,7 +188,7 @@ def format_tables(results):
 def write_results_md(runs, path):
     """RESULTS.md's "Speed on a GPU" section: the tables of each run (`runs`: [(JSON path, results)])."""
     parts = ["## Speed on a GPU", "",
-             f"Model of the issue-6 recipe size ({_describe_size(SIZE)}); training: one AdamW step on a batch of "
+             f"Model of the issue-6 recipe size ({describe_size(SIZE)}); training: one AdamW step on a batch of "
              "T // n sentences with source = target length n, timed in interleaved rounds in one process, the GPU "
              "synchronized after each step (cells: median over rounds of the step time's ratio to `transformer_abs` / "
              "to a same-size `MarianMTModel`, < 1 is faster), fp32 with TF32 off and bf16 autocast; decoding: 32 "
@@ -217,6 +215,8 @@ def main(argv=None):
     parser.add_argument("--profile", nargs="+", metavar="PRESET", help="profile these presets' steps (at the first "
                         "--lengths) instead of timing")
     parser.add_argument("--compile", action="store_true", help="--profile: each preset also under torch.compile")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: a smoke run of the same code")
+    parser.add_argument("--size", default=None, help="model size overrides, key=value,... (tests)")
     args = parser.parse_args(argv)
     if args.tables_from:
         runs = [(path, json.loads(Path(path).read_text())) for path in args.tables_from]
@@ -225,29 +225,28 @@ def main(argv=None):
 
     import torch
 
-    if not torch.cuda.is_available():
+    size, device = _parse_size(args.size), args.device
+    if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("gpu_speed.py: no CUDA GPU here (torch.cuda.is_available() is False)")
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     if args.profile:
-        return profile_steps(args.profile, args.lengths[0], args.tokens_per_batch, compiled=args.compile)
+        return profile_steps(args.profile, args.lengths[0], args.tokens_per_batch, compiled=args.compile, size=size,
+                             device=device)
     presets = list(dict.fromkeys([BASELINE] + args.presets))
     systems = [MARIAN] + presets
     started = time.perf_counter()
     results = {
         "settings": {"lengths": args.lengths, "tokens_per_batch": args.tokens_per_batch, "rounds": args.rounds,
-                     "presets": presets, "size": SIZE, "date": time.strftime("%Y-%m-%d"),
+                     "presets": presets, "size": size, "device": device, "date": time.strftime("%Y-%m-%d"),
                      "command": "python benchmarks/gpu_speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                     "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-                     "cpu": _cpu_name()},
-        "train": measure_train(systems, args.lengths, args.tokens_per_batch, args.rounds),
-        "decode": measure_decode(systems, max(3, args.rounds // 2)),
-        "recipe_step_s": measure_recipe_step(args.rounds * 3),
+                     **machine(device)},
+        "train": measure_train(systems, args.lengths, args.tokens_per_batch, args.rounds, size, device),
+        "decode": measure_decode(systems, max(3, args.rounds // 2), size, device),
+        "recipe_step_s": measure_recipe_step(args.rounds * 3, size, device),
     }
     results["settings"]["seconds"] = round(time.perf_counter() - started, 1)
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(results, indent=1))
-    print(format_tables(json.loads(output.read_text())))  # the JSON's string keys, as --tables-from reads them
+    write_json(args.output, results)
+    print(format_tables(json.loads(Path(args.output).read_text())))  # string keys, as --tables-from reads them
     return results
 
 

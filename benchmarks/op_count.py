@@ -8,7 +8,7 @@ operation: the count, not the arithmetic, bounds it there.
 Counted with a `TorchDispatchMode`: every ATen operation that reaches a backend kernel, forward, backward and the
 optimizer, on the CPU; views (`view`, `_unsafe_view`, `expand`, `transpose`, `t`, `slice`, `select`, `unsqueeze`,
 `squeeze`, `permute`, `as_strided`, `alias`, `diagonal`, `unbind`, `split`, ...) and `detach` are left out (they launch
-nothing). Training: one step of the recipe size (`speed.SIZE`: d_model 256, 3+3 layers, 4 heads) on `--tokens` //
+nothing). Training: one step of the recipe size (`common.SIZE`: d_model 256, 3+3 layers, 4 heads) on `--tokens` //
 `--length` sentences of source and target length `--length`, random trees and distances, `torch.optim.AdamW(fused=True)`
 (the Trainer's default optimizer, `adamw_torch_fused`). Decoding: `generate` greedy, `--decode-sentences` sentences of
 `--decode-source` tokens, exactly `--decode-new` new tokens. The counts are deterministic: a ratio printed in one run
@@ -17,14 +17,14 @@ compares like with like on any machine.
 
 import argparse
 import collections
-import json
 import sys
 from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from speed import BASELINE, MARIAN, SIZE, _batch, _build
+from common import SIZE, machine, write_json
+from speed import BASELINE, MARIAN, _batch, _build
 
 VIEWS = {
     "view", "_unsafe_view", "expand", "transpose", "t", "slice", "select", "unsqueeze", "squeeze", "permute",
@@ -124,12 +124,12 @@ def main(argv=None):
         for system, count in train.items():
             print(f"\n{system}, training step: " + ", ".join(f"{n} {c}" for n, c in count.most_common(args.top)))
     if args.output:
-        args.output.write_text(json.dumps({
-            "settings": {k: v for k, v in vars(args).items() if k not in ("output",)},
-            "torch": torch.__version__,
+        write_json(args.output, {
+            "settings": {k: v for k, v in vars(args).items() if k != "output"},
+            "machine": machine(),
             "training_step": {s: dict(c) for s, c in train.items()},
             "decoding": {s: dict(c) for s, c in decode.items()},
-        }, indent=1, default=str) + "\n", encoding="utf-8")
+        })
     return train, decode
 
 

@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from quality_lib.corpus import Corpus, build_parser  # noqa: E402  (puts the repository's hf_syntax_mt first on sys.path)
+from common import machine, write_json  # noqa: E402
+from quality_lib.corpus import Corpus, build_parser, parser_label  # noqa: E402  (puts the repository's hf_syntax_mt first on sys.path)
 from quality_lib.recipes import load_recipe  # noqa: E402
-from quality_lib.runner import device_description  # noqa: E402
 from results_md import write_section  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,7 +80,7 @@ def pipeline_throughput(model, tokenizer, texts, parser, rounds: int) -> dict:
     out = {name: {"sentences_per_s": round(len(texts) / statistics.median(times), 2), "seconds": [round(t, 2) for t in times]}
            for name, times in seconds.items()}
     out["speedup"] = round(statistics.median(a / b for a, b in zip(seconds["external_parser"], seconds["own_parser"])), 2)
-    out.update(sentences=len(texts), batch_size=32, num_beams=4, parser=parser.to_dict())
+    out.update(sentences=len(texts), batch_size=32, num_beams=4)
     return out
 
 
@@ -110,12 +110,12 @@ def results_section(results_dir: Path = RESULTS_DIR) -> str:
         "|---|---|---|---|---|---|---|", *rows])
 
 
-def main():
+def main(argv=None):
     import torch
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from hf_syntax_mt.inference.model_parsing import parse_with_model
-    from hf_syntax_mt.syntax import attachment_scores, read_conllu
+    from hf_syntax_mt.syntax import PreParsedAnnotator, attachment_scores, read_conllu
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recipe", required=True)
@@ -126,7 +126,7 @@ def main():
     parser.add_argument("--pipeline-sentences", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=3, help="alternating timed rounds of the pipeline comparison")
     parser.add_argument("--out", default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     recipe = load_recipe(args.recipe)
@@ -136,12 +136,14 @@ def main():
         raise SystemExit(f"{args.model} is not a self-parsing model (config.self_parsing is False)")
     corpus = Corpus(recipe, Path(args.runs_dir))
     dev_texts = corpus.texts["dev"][0]
-    ginza = corpus.parses(dev_texts, "source", corpus.paths["dev"][0])
-    result = {"model": args.model, "recipe": recipe["name"], "parser": recipe["source_parser"]["spacy"],
-              "dev_sentences": len(ginza), "dev_subword_agreement": subword_agreement(model, tokenizer, ginza)}
-    own = parse_with_model(model, tokenizer, [a.text for a in ginza], words=[a.words for a in ginza],
-                           spans=[a.spans for a in ginza])  # GiNZA's words may cover a space of the segmented text
-    result["dev_word_agreement_uas"] = round(100 * attachment_scores(ginza, own)["uas"], 2)
+    spec = recipe["source_parser"]
+    parses = corpus.parses(dev_texts, "source", corpus.paths["dev"][0])
+    result = {"model": args.model, "recipe": recipe["name"], "parser": parser_label(spec),
+              "parser_settings": corpus.parser_settings("source"),
+              "dev_sentences": len(parses), "dev_subword_agreement": subword_agreement(model, tokenizer, parses)}
+    own = parse_with_model(model, tokenizer, [a.text for a in parses], words=[a.words for a in parses],
+                           spans=[a.spans for a in parses])  # the parser's words may cover a space of the text
+    result["dev_word_agreement_uas"] = round(100 * attachment_scores(parses, own)["uas"], 2)
 
     if Path(args.pud).is_file():
         gold = read_conllu(args.pud)
@@ -160,15 +162,16 @@ def main():
     else:
         result["pud"] = None
         print(f"no {args.pud}: PUD UAS skipped", file=sys.stderr)
-    result["pipeline"] = pipeline_throughput(model, tokenizer, dev_texts[: args.pipeline_sentences],
-                                             build_parser(recipe["source_parser"]), args.rounds)
-    result.update(threads=torch.get_num_threads(), device=device_description("cpu"),
-                  command="python " + " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]))
+    # the recipe's parser, or for a recipe of gold CoNLL-U trees those trees
+    external = PreParsedAnnotator(parses) if "conllu_suffix" in spec else build_parser(spec)
+    result["pipeline"] = pipeline_throughput(model, tokenizer, dev_texts[: args.pipeline_sentences], external,
+                                             args.rounds)
+    result.update(threads=torch.get_num_threads(), machine=machine(),
+                  command="python benchmarks/self_parsing_eval.py " + " ".join(sys.argv[1:] if argv is None else argv))
     run = json.loads((Path(args.model) / "quality_run.json").read_text()) if (Path(args.model) / "quality_run.json").is_file() else {}
     out = Path(args.out) if args.out else (REPO / "benchmarks" / "results" / "self_parsing" /
                                            f"{recipe['name']}.{run.get('preset', 'model')}.seed{run.get('seed', 0)}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(out, result)
     print(json.dumps(result, indent=1, ensure_ascii=False))
     if out.parent == RESULTS_DIR:
         write_section(REPO / "model_cards" / "RESULTS.md", "self-parsing", results_section())

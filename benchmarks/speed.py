@@ -43,20 +43,9 @@ import sys
 import time
 from pathlib import Path
 
+from common import SIZE, cpu_name, describe_size, machine, write_json
 from results_md import write_section
 
-SIZE = dict(
-    vocab_size=8000,
-    d_model=256,
-    encoder_layers=3,
-    decoder_layers=3,
-    encoder_attention_heads=4,
-    decoder_attention_heads=4,
-    encoder_ffn_dim=1024,
-    decoder_ffn_dim=1024,
-    dropout=0.1,
-    max_position_embeddings=1024,
-)
 DEFAULT_PRESETS = [
     "transformer_abs",
     "transformer_rel",
@@ -475,21 +464,6 @@ def _parse_size(text):
     return size
 
 
-def _describe_size(size):
-    return (f"d_model {size['d_model']}, {size['encoder_layers']}+{size['decoder_layers']} layers, "
-            f"{size['encoder_attention_heads']} heads, ffn {size['encoder_ffn_dim']}, vocab {size['vocab_size']}")
-
-
-def _cpu_name():
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
-
-
 def _merge(old, new):
     """Per-system, per-length results of a part: the new lengths replace the old ones, the others stay."""
     merged = {system: _int_keys(lengths) for system, lengths in (old or {}).items()}
@@ -597,10 +571,9 @@ def main(argv=None):
         previous = [previous] if isinstance(previous, str) else previous
         commands[part] = list(dict.fromkeys(previous + [command.strip()]))
     results["commands"] = commands
-    output = Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    settings = {k: v for k, v in vars(args).items() if k not in ("worker", "system")} | {"size": size}
-    output.write_text(json.dumps({"settings": settings, "results": results}, indent=1))  # the tables below
+    settings = {k: v for k, v in vars(args).items() if k not in ("worker", "system")} | {"size": size,
+                                                                                       "machine": machine()}
+    write_json(args.output, {"settings": settings, "results": results})  # kept should the tables fail
     tables = format_tables(results, args.lengths, presets, memory_lengths)
     batch = f"{args.tokens_per_batch} tokens per batch" if args.tokens_per_batch else f"batch {args.batch_size} sentences"
     print(f"{batch}, source = target length n, {args.rounds} interleaved rounds, {args.threads} threads\n")
@@ -624,9 +597,9 @@ def main(argv=None):
                          "of the right lengths, untrained models.")
         write_section(args.results_md, "speed", "\n".join([
             "## Speed and memory", "",
-            f"Generated on {time.strftime('%Y-%m-%d')} by {'; '.join(listed)} ({args.threads} CPU thread{'s' if args.threads != 1 else ''}, {_cpu_name()}). "
+            f"Generated on {time.strftime('%Y-%m-%d')} by {'; '.join(listed)} ({args.threads} CPU thread{'s' if args.threads != 1 else ''}, {cpu_name()}). "
             f"{args.note + ' ' if args.note else ''}Raw figures in "
-            f"`{args.output}`. Model of the issue-6 recipe size ({_describe_size(size)}); training: one AdamW step "
+            f"`{args.output}`. Model of the issue-6 recipe size ({describe_size(size)}); training: one AdamW step "
             f"on {batch_text} with source = target length n, timed in {args.rounds} "
             "interleaved rounds in one process (cells: median over rounds of the step time's ratio to `transformer_abs` / "
             "to a same-size `MarianMTModel`, so < 1 is faster); "
@@ -635,7 +608,7 @@ def main(argv=None):
             f"{len(texts or [])} raw sentences of `{os.path.relpath(args.pipeline_text, REPO)}`"
             f"{' (spaces removed)' if texts and despace else ''} parsed by `{args.pipeline_parser}`, untrained "
             f"models, beam 4, 20 new tokens, batch 32.{long_text}", "", tables]))
-    output.write_text(json.dumps({"settings": settings, "results": results, "tables": tables}, indent=1))
+    write_json(args.output, {"settings": settings, "results": results, "tables": tables})
     return results
 
 

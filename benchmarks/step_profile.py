@@ -13,19 +13,18 @@ for the whole process: `--no-huge-pages` runs without them (compare two runs).
 
 The ratio `step / matmul` is the profiled self CPU time of everything in the step over that of the matrix
 products (`aten::mm`, `addmm`, `bmm`, `baddbmm`, `linear`'s kernels and their mkldnn forms): 1.0 would be a step
-that is all matrix work. The recipe's model is `benchmarks/recipes/kftt.ja-en.json`'s (d_model 256, 3+3 layers,
-8k vocabulary), on random ids and trees of the given shape (40 × 48 tokens ≈ its 2,048-token batches).
+that is all matrix work. The model is the recipes' (`common.SIZE`: d_model 256, 3+3 layers, 8k vocabulary; the
+KFTT recipe's dropout, label smoothing and attention by default), on random ids and trees of the given shape
+(40 × 48 tokens ≈ its 2,048-token batches).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -33,9 +32,9 @@ from torch.profiler import ProfilerActivity, profile
 
 import hf_syntax_mt.modeling_syntax_mt as modeling
 import speed
+from common import SIZE, cpu_name
 from hf_syntax_mt import fast_ops
 
-RECIPE = Path(__file__).resolve().parent / "recipes" / "kftt.ja-en.json"
 MATMUL = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::_addmm_activation",
           "mkldnn::_linear_pointwise", "aten::mkldnn_linear", "aten::_mkldnn_matmul"}
 KINDS = [  # (kind, operator names or prefixes), first match wins
@@ -57,12 +56,6 @@ KINDS = [  # (kind, operator names or prefixes), first match wins
 ]
 
 
-def recipe_size(dropout: float, label_smoothing: float, attn_implementation: str) -> dict:
-    model = json.loads(RECIPE.read_text())["model"]
-    return {**model, "dropout": dropout, "label_smoothing": label_smoothing,
-            "attn_implementation": attn_implementation}
-
-
 def functional_cross_entropy(logits, labels, epsilon, ignore_index):
     return F.cross_entropy(logits.float(), labels, ignore_index=ignore_index, label_smoothing=epsilon)
 
@@ -77,7 +70,8 @@ def use_ops(name: str) -> None:
 
 
 def training_step(preset: str, args):
-    model, config = speed._build(preset, recipe_size(args.dropout, args.label_smoothing, args.attn))
+    model, config = speed._build(preset, {**SIZE, "dropout": args.dropout, "label_smoothing": args.label_smoothing,
+                                          "attn_implementation": args.attn})
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     step = speed._training_step(model, optimizer, speed._batch(config, args.batch, args.length), bf16=args.bf16)
@@ -147,7 +141,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     os.environ[fast_ops.HUGE_PAGES_ENV] = "1" if args.huge_pages else "0"  # before the first large tensor
     torch.set_num_threads(args.threads)
-    print(f"CPU: {speed._cpu_name()}; torch {torch.__version__}, {args.threads} thread(s), "
+    print(f"CPU: {cpu_name()}; torch {torch.__version__}, {args.threads} thread(s), "
           f"{'bf16 autocast' if args.bf16 else 'fp32'}, attn {args.attn}, dropout {args.dropout}, "
           f"label smoothing {args.label_smoothing}, huge pages {args.huge_pages}, batch {args.batch} x {args.length}, {args.steps} profiled steps")
     ratios, speedups = {}, {}

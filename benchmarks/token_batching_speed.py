@@ -16,7 +16,6 @@ Writes `benchmarks/results/token_batching_speed.json` (with the CPU and threads)
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import sys
@@ -25,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import machine, write_json  # noqa: E402
 from hf_syntax_mt.features.batching import TokenBudgetBatchSampler, padding_share, pair_lengths  # noqa: E402
 from quality_lib.corpus import Corpus  # noqa: E402
 from quality_lib.recipes import REPO, load_recipe  # noqa: E402
-from quality_lib.runner import device_description  # noqa: E402
 
 
 def padded_positions(batches, source_lengths, target_lengths):
@@ -82,7 +81,7 @@ def main(argv=None):
               "token_budget": TokenBudgetBatchSampler(lengths, budget, seed=1,
                                                     secondary_lengths=source_lengths).epoch_batches(0)}
     result = {"recipe": recipe["name"], "pairs": len(lengths), "budget": budget, "batch_size": args.batch_size,
-              "device": device_description("cpu"), "threads": args.threads, "bf16": bf16, "batchings": {}}
+              "machine": machine(), "threads": args.threads, "bf16": bf16, "batchings": {}}
     for name, batches in epochs.items():
         real, padded = padded_positions(batches, source_lengths, target_lengths)
         result["batchings"][name] = {
@@ -131,22 +130,23 @@ def main(argv=None):
                 if round_index:
                     times[name].append(time.perf_counter() - start)
                     tokens[name].append(sum(source_lengths[i] + target_lengths[i] for i in indices))
+    epoch_seconds = {}
     for name in epochs:
         entry = result["batchings"][name]
         entry["real_tokens_per_second"] = round(sum(tokens[name]) / sum(times[name]))
         entry["median_step_seconds"] = round(statistics.median(times[name]), 4)
-        entry["epoch_seconds"] = round(entry["real_tokens_per_epoch"] / entry["real_tokens_per_second"])
+        epoch_seconds[name] = entry["real_tokens_per_epoch"] * sum(times[name]) / sum(tokens[name])
+        entry["epoch_seconds"] = round(epoch_seconds[name])
     fixed, budgeted = result["batchings"]["fixed"], result["batchings"]["token_budget"]
     result["tokens_per_second_ratio"] = round(budgeted["real_tokens_per_second"] / fixed["real_tokens_per_second"], 2)
-    result["epoch_time_ratio"] = round(budgeted["epoch_seconds"] / fixed["epoch_seconds"], 2)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    result["epoch_time_ratio"] = round(epoch_seconds["token_budget"] / epoch_seconds["fixed"], 2)  # unrounded
+    write_json(args.output, result)
     for name, entry in result["batchings"].items():
         print(f"{name:>12}: {entry['batches_per_epoch']} batches ({entry['pairs_per_batch_mean']} pairs each), padding "
               f"{100 * entry['padding_share']:.1f}%, {entry['real_tokens_per_second']} real tokens/s, one epoch "
               f"≈ {entry['epoch_seconds'] / 60:.1f} min")
     print(f"token budget / fixed: real tokens/s ×{result['tokens_per_second_ratio']}, epoch time "
-          f"×{result['epoch_time_ratio']} ({result['device']}, {args.threads} thread(s), bf16 {bf16})")
+          f"×{result['epoch_time_ratio']} ({result['machine']['cpu']}, {args.threads} thread(s), bf16 {bf16})")
 
 
 if __name__ == "__main__":
