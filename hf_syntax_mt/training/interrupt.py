@@ -1,9 +1,12 @@
 """Stopping training on Ctrl-C (SIGINT) or SIGTERM with a resumable checkpoint instead of a traceback.
 
 `InterruptCallback` replaces the SIGINT / SIGTERM handlers while the Trainer trains (restoring the old
-ones after). A signal only sets a flag (and restores the old handlers, so a second Ctrl-C aborts at once; a
-process of a `--processes` run ignores a second SIGTERM, which its launcher passes on); at the end of the current
-optimizer step the callback asks the Trainer to save a checkpoint there and to stop (a signal at or after the last
+ones after). A signal only sets a flag; at the end of the current optimizer step the callback asks the Trainer to
+save a checkpoint there and to stop. A signal within `FOLLOW_UP_SECONDS` of the first is part of the same stop:
+a launcher's (torch elastic under `accelerate launch --multi_gpu` or `torchrun` passes the Ctrl-C that reached the
+whole process group on to its processes a few milliseconds later, `--processes` a SIGTERM). A signal after that
+aborts at once without saving, as the old handler would (a second Ctrl-C), except a SIGTERM under torch elastic,
+which its launcher passes on. The Trainer then stops (a signal at or after the last
 step lets the run finish as usual). `trainer.train(resume_from_checkpoint=...)`
 then continues from that step with the saved optimizer, scheduler and RNG states and the same data order,
 and ends with the weights of an uninterrupted run.
@@ -27,6 +30,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from typing import Optional
 
 import torch
@@ -36,6 +40,8 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, SaveStrategy
 logger = logging.getLogger(__name__)
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+FOLLOW_UP_SECONDS = 1.0
+"""A signal this soon after the first is the same stop (a launcher passing it on), not a second Ctrl-C."""
 
 
 class InterruptCallback(TrainerCallback):
@@ -53,7 +59,7 @@ class InterruptCallback(TrainerCallback):
         self.checkpoint: Optional[str] = None
         self.step: Optional[int] = None
         self._previous_handlers: dict[int, object] = {}
-        self._keeps_sigterm = False
+        self._first_signal_at: Optional[float] = None
 
     # --- signal handlers ----------------------------------------------------------------------
 
@@ -69,7 +75,6 @@ class InterruptCallback(TrainerCallback):
         for number, handler in self._previous_handlers.items():
             signal.signal(number, handler)
         self._previous_handlers = {}
-        self._keeps_sigterm = False
 
     @contextlib.contextmanager
     def handling_signals(self):
@@ -81,18 +86,20 @@ class InterruptCallback(TrainerCallback):
             self.restore_signal_handlers()
 
     def _on_signal(self, number, frame) -> None:
-        if self._keeps_sigterm:  # the SIGTERM that came is coming again
+        under_elastic = "TORCHELASTIC_RUN_ID" in os.environ
+        if self._first_signal_at is not None:
+            if time.monotonic() - self._first_signal_at < FOLLOW_UP_SECONDS:
+                logger.info("%s received again %.3f s after the first: the same stop (a launcher passing it on)",
+                            signal.Signals(number).name, time.monotonic() - self._first_signal_at)
+            elif not (number == signal.SIGTERM and under_elastic):
+                self.restore_signal_handlers()  # a second signal aborts at once, as the old handler does
+                signal.raise_signal(number)
             return
+        self._first_signal_at = time.monotonic()
         self.signal_number = number
-        if number == signal.SIGTERM and "TORCHELASTIC_RUN_ID" in os.environ:
-            # a `--processes` launcher passes SIGTERM on to its processes: one sent to the group comes twice, so
-            # this handler stays for SIGTERM (never the default, which kills, in between)
-            self._keeps_sigterm = True
-            signal.signal(signal.SIGINT, self._previous_handlers.pop(signal.SIGINT))
-            again = "Ctrl-C"
-        else:
-            self.restore_signal_handlers()  # a second signal aborts at once
-            again = ("Ctrl-C" if number == signal.SIGINT else signal.Signals(number).name) + " again"
+        # a `--processes` launcher passes SIGTERM on to its processes: one sent to the group comes twice
+        again = "Ctrl-C" if number == signal.SIGTERM and under_elastic else \
+            ("Ctrl-C" if number == signal.SIGINT else signal.Signals(number).name) + " again"
         logger.warning("%s received: stopping after this training step to save a checkpoint (%s aborts without "
                        "saving)", signal.Signals(number).name, again)
 

@@ -1,18 +1,23 @@
 """Ctrl-C / SIGTERM during training: a checkpoint after the current step, one line saying how to resume,
 exit status 130 / 143, and a rerun that ends with the weights of an uninterrupted run."""
 
+import logging
 import os
 import signal
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 from transformers import TrainerCallback
 
+import hf_syntax_mt.training.interrupt as interrupt_module
 from hf_syntax_mt.training.run import train
+from hf_syntax_mt.training.run_safety import LOCK_NAME
 from training_helpers import TINY_OVERRIDES, scratch_dir, started_until, stopped, synthetic_corpus, tiny_args
 
 # 48 training pairs in batches of 16: 3 steps an epoch; 7 steps end in the middle of the third epoch
+REPO = Path(__file__).resolve().parents[2]
 STEPS = dict(max_steps=7, logging_steps=1, save_strategy="no", eval_strategy="no", load_best_model_at_end=False)
 
 
@@ -98,9 +103,11 @@ def test_signal_at_the_last_step_lets_the_run_finish():
     assert (out / "all_results.json").is_file() and (out / "model.safetensors").is_file()
 
 
-def test_second_signal_aborts_at_once():
-    """A second Ctrl-C raises KeyboardInterrupt at once. The test gives SIGINT Python's default handler first: a
-    test run started as a background job (`cmd &` in a script) inherits SIGINT ignored, as shells do for those."""
+def test_second_signal_aborts_at_once(monkeypatch):
+    """A second Ctrl-C (after `FOLLOW_UP_SECONDS`, here 0) raises KeyboardInterrupt at once. The test gives SIGINT
+    Python's default handler first: a test run started as a background job (`cmd &` in a script) inherits SIGINT
+    ignored, as shells do for those."""
+    monkeypatch.setattr(interrupt_module, "FOLLOW_UP_SECONDS", 0.0)
     out = scratch_dir("twice")
     inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
@@ -113,13 +120,36 @@ def test_second_signal_aborts_at_once():
         signal.signal(signal.SIGINT, inherited)
 
 
+@pytest.mark.parametrize("follow_up", [signal.SIGINT, signal.SIGTERM])
+def test_a_launchers_follow_up_signal_is_part_of_the_same_stop(caplog, follow_up):
+    """torch elastic passes the Ctrl-C that reached the group on to its processes (`accelerate launch --multi_gpu`,
+    `torchrun`) and may follow it with SIGTERM: a signal within `FOLLOW_UP_SECONDS` of the first is the same stop,
+    and the run still saves its checkpoint (it was a second Ctrl-C: KeyboardInterrupt, or death by SIGTERM, nothing
+    saved). SIGTERM's old handler stands in for the default, which would end the test's process."""
+    out = scratch_dir("follow_up")
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    came = []
+    old_sigterm = signal.signal(signal.SIGTERM, lambda number, frame: came.append(number))
+    try:
+        with caplog.at_level(logging.INFO, logger="hf_syntax_mt.training.interrupt"):
+            result = train(*tiny_args(out, **{**STEPS, "save_strategy": "steps", "save_steps": 100}),
+                           callbacks=[SignalAtStep(2, signal.SIGINT, follow_up)])
+        assert result.interrupted_by == signal.SIGINT and came == []
+        assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
+        assert f"{signal.Signals(follow_up).name} received again" in caplog.text and "the same stop" in caplog.text
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+        signal.signal(signal.SIGTERM, old_sigterm)
+
+
 @pytest.mark.parametrize("launched", [False, True], ids=["one_process", "process_of_a_processes_run"])
 def test_a_second_sigterm_aborts_except_in_a_process_of_a_processes_run(monkeypatch, launched):
     """A `--processes` launcher passes SIGTERM on to its processes, so one sent to the whole group reaches each
-    process twice: there the second is the same request (SIGTERM keeps the callback's handler, Ctrl-C aborts);
-    in one process a second SIGTERM goes to the handler that was there before."""
+    process twice: there a later SIGTERM is the same request (Ctrl-C aborts); in one process a second SIGTERM after
+    `FOLLOW_UP_SECONDS` (here 0) goes to the handler that was there before."""
     from hf_syntax_mt.training.interrupt import InterruptCallback
 
+    monkeypatch.setattr(interrupt_module, "FOLLOW_UP_SECONDS", 0.0)
     if launched:
         monkeypatch.setenv("TORCHELASTIC_RUN_ID", "test")
     else:
@@ -133,7 +163,6 @@ def test_a_second_sigterm_aborts_except_in_a_process_of_a_processes_run(monkeypa
             os.kill(os.getpid(), signal.SIGTERM)
             os.kill(os.getpid(), signal.SIGTERM)
             assert interrupt.signal_number == signal.SIGTERM
-            assert signal.getsignal(signal.SIGINT) == before[signal.SIGINT]
             assert came == ([] if launched else [signal.SIGTERM])
         assert signal.getsignal(signal.SIGINT) == before[signal.SIGINT]
         os.kill(os.getpid(), signal.SIGTERM)  # after training: the old handler again
@@ -162,3 +191,28 @@ def test_train_command_exits_130_or_143_with_one_line_saying_how_to_resume(tmp_p
     assert 1 < step < 3000
     assert output.rstrip().endswith(
         f"interrupted at step {step}: checkpoint saved in {checkpoint}; rerun the same command to resume")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("processes", [1, 2])
+def test_ctrl_c_under_accelerate_launch_saves_a_checkpoint(tmp_path, processes):
+    """`accelerate launch` (the README's multi-process route; one process on the CPU, or two under torch elastic as
+    training/train.py's docstring gives it): SIGINT to the launcher's whole process group, as a terminal's Ctrl-C
+    sends it, once training runs. The launcher passes it on (two processes) or exits at once (one); the training
+    processes save a checkpoint, print how to resume, and leave no lock."""
+    data = synthetic_corpus()
+    accelerate = os.path.join(os.path.dirname(sys.executable), "accelerate")
+    launch = ["--cpu", "--num_processes", "1"] if processes == 1 else ["--multi_gpu", "--num_processes", "2"]
+    args = ["--preset", "transformer_dep_labeled_rel", "--parser", "preparsed", "--config_overrides", TINY_OVERRIDES,
+            "--train_file", str(data / "train"), "--vocab_size", "120", "--max_target_length", "8",
+            "--output_dir", str(tmp_path / "out"), "--max_steps", "3000", "--logging_steps", "1",
+            "--eval_strategy", "no", "--save_strategy", "no", "--per_device_train_batch_size", "16", "--use_cpu", "true",
+            "--disable_tqdm", "true", "--cache_dir", str(tmp_path / "cache")]
+    command = [accelerate, "launch", *launch, "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+               str(REPO / "training" / "train.py"), *args]
+    process = started_until(command, "'loss'")
+    output, _ = stopped(process, lambda: os.killpg(process.pid, signal.SIGINT), timeout=240)
+    [checkpoint] = (tmp_path / "out").glob("checkpoint-*")
+    step = int(checkpoint.name.split("-")[1])
+    assert f"interrupted at step {step}: checkpoint saved in {checkpoint}; rerun the same command to resume" in output
+    assert (checkpoint / "trainer_state.json").is_file() and not (tmp_path / "out" / LOCK_NAME).exists()
