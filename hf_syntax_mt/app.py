@@ -36,6 +36,8 @@ MAX_LINES = 64
 HEATMAPS = ("attention", "relations", "localized attention mask")
 DEFAULT_HOST = "127.0.0.1"
 EXAMPLE = "私は駅で友達を待った。\n猫が庭で寝ている。"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+"""Where pip finds torch's CPU builds (the `+cpu` versions)."""
 
 
 class AppError(ValueError):
@@ -321,10 +323,11 @@ def build_app(translators: Sequence[Translator]):
 
 
 def launch(models: Sequence[str], *, host: str = DEFAULT_HOST, port: Optional[int] = None, share: bool = False,
-           block: bool = True, device=None):
+           block: bool = True, device=None, port_option: str = "--port"):
     """Load `models` (one or two) on `device` (default: the first CUDA GPU if there is one, else the CPU) and serve
     the page on `host`:`port` (Gradio picks a free port from 7860 when `port` is None); `share=True` asks Gradio for
-    a public link. Returns the page (serving, when `block=False`)."""
+    a public link. A port in use is an `AppError` that names `port_option`, the caller's way to choose another.
+    Returns the page (serving, when `block=False`)."""
     if not 1 <= len(models) <= 2:
         raise AppError(f"give one or two models (--model DIR), not {len(models)}")
     translators = [Translator.load(model, device) for model in models]
@@ -340,17 +343,25 @@ def launch(models: Sequence[str], *, host: str = DEFAULT_HOST, port: Optional[in
             raise
         first, last = ports.groups()
         busy = f"port {first} on {host} is in use" if first == last else f"ports {first} to {last} on {host} are in use"
-        raise AppError(f"{busy}: give a free one with --port") from None
+        raise AppError(f"{busy}: give a free one with {port_option}") from None
     return page
 
 
-SPACE_APP = '''"""A Hugging Face Space: the hf_syntax_mt translation page over {models}."""
+SPACE_APP = '''"""A Hugging Face Space: the hf_syntax_mt translation page over {models}.
+
+It listens where Spaces and Gradio say (GRADIO_SERVER_NAME, GRADIO_SERVER_PORT; default 0.0.0.0:7860)."""
+import os
+import sys
 from pathlib import Path
 
-from hf_syntax_mt.app import launch
+from hf_syntax_mt.app import AppError, launch
 
 HERE = Path(__file__).resolve().parent  # the models folder is beside this file, wherever it is run from
-launch([{entries}], host="0.0.0.0", port=7860)
+try:
+    launch([{entries}], host=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
+           port=int(os.environ.get("GRADIO_SERVER_PORT", "7860")), port_option="GRADIO_SERVER_PORT=PORT")
+except AppError as err:
+    sys.exit(f"app.py: {{err}}")
 '''
 
 
@@ -401,7 +412,9 @@ def export_space(models: Sequence[str], out_dir) -> Path:
 
 def _space_requirements(parsers) -> list[str]:
     """hf_syntax_mt's own dependencies (its metadata: the core, and the `app` and `plot` extras), the parsers'
-    packages, each pinned at the version installed here when there is one."""
+    packages, each pinned at the version installed here when there is one. A CPU build of torch (a `+cpu` version)
+    is pinned as it is, with PyTorch's CPU index, where pip finds it (PyPI's Linux wheel is the multi-GB CUDA
+    build)."""
     wanted = []
     for requirement in metadata.requires("hf_syntax_mt") or []:
         name, _, marker = requirement.partition(";")
@@ -409,12 +422,16 @@ def _space_requirements(parsers) -> list[str]:
             continue
         wanted.append(name.strip())
     wanted += sorted(parsers)
-    pinned = []
+    pinned, index = [], []
     for requirement in wanted:
         base = requirement.split("[")[0].split(">")[0].split("<")[0].split("=")[0].strip()
         version = _version(base)
-        pinned.append(f"{base}=={version}" if version and "+" not in version else requirement)
-    return pinned
+        if base == "torch" and version and version.endswith("+cpu"):
+            index = [f"--extra-index-url {TORCH_CPU_INDEX}"]
+            pinned.append(f"torch=={version}")
+        else:
+            pinned.append(f"{base}=={version}" if version and "+" not in version else requirement)
+    return index + pinned
 
 
 def _version(name: str) -> Optional[str]:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -218,10 +219,16 @@ def test_export_writes_a_space_folder(models, tmp_path):
     front = readme.split("---")[1]
     assert "sdk: gradio" in front and "app_file: app.py" in front and "sdk_version:" in front
     app = (out / "app.py").read_text(encoding="utf-8")
-    assert "launch([str(HERE / 'models/dep'), 'owner/hub-model'], host=\"0.0.0.0\", port=7860)" in app
-    requirements = (out / "requirements.txt").read_text().split()
+    assert "launch([str(HERE / 'models/dep'), 'owner/hub-model'], host=os.environ.get(\"GRADIO_SERVER_NAME\"" in app
+    lines = (out / "requirements.txt").read_text().splitlines()
+    options, requirements = [line for line in lines if line.startswith("-")], [l for l in lines if not l.startswith("-")]
     names = {re.split(r"[=<>\[]", line)[0].lower() for line in requirements}
     assert {"torch", "transformers", "gradio", "ja-ginza", "matplotlib"} <= names
+    assert all("==" in line for line in requirements), requirements  # what was tested, not a newer release
+    torch_version = metadata.version("torch")
+    assert f"torch=={torch_version}" in requirements
+    assert options == (["--extra-index-url https://download.pytorch.org/whl/cpu"] if torch_version.endswith("+cpu")
+                       else [])
     assert (out / "models" / "dep" / "config.json").is_file() and (out / "hf_syntax_mt" / "app.py").is_file()
     assert not list((out / "models" / "dep").glob("checkpoint-*"))
     with pytest.raises(AppError, match="not empty"):
@@ -328,6 +335,34 @@ def test_a_line_mostly_unknown_to_the_model_is_translated_with_a_note(tmp_path, 
     assert len(printed.out.splitlines()) == 4
     assert [line.split(":")[1] for line in printed.err.splitlines()] == [" line 2", " line 3", " line 4"]
     assert all(line.endswith("(translated anyway)") for line in printed.err.splitlines())
+
+
+def test_the_exported_space_listens_where_gradio_says_and_names_its_way_to_another_port(tmp_path):
+    """GRADIO_SERVER_NAME / GRADIO_SERVER_PORT choose where the Space's app.py listens (it bound 7860 whatever they
+    said); a port in use ends it with one line naming GRADIO_SERVER_PORT (it printed a traceback ending "give a free
+    one with --port", an option app.py does not have). `launch` is a stand-in here."""
+    from training_helpers import CHILD_ENV, trained_model
+
+    export_space([str(trained_model("transformer_abs")[0])], tmp_path / "space")
+    stand_in = ("import runpy, sys; sys.path.insert(0, 'space'); import hf_syntax_mt.app as app; {body}; "
+                "runpy.run_path('space/app.py', run_name='__main__')")
+    shown = "app.launch = lambda models, **settings: print(settings['host'], settings['port'], settings['port_option'])"
+    done = subprocess.run([sys.executable, "-c", stand_in.format(body=shown)], cwd=tmp_path, capture_output=True,
+                          text=True, env={**CHILD_ENV, "GRADIO_SERVER_PORT": "7931", "GRADIO_SERVER_NAME": "127.0.0.2"},
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.split() == ["127.0.0.2", "7931", "GRADIO_SERVER_PORT=PORT"], done.stderr
+    done = subprocess.run([sys.executable, "-c", stand_in.format(body=shown)], cwd=tmp_path, capture_output=True,
+                          text=True, env={k: v for k, v in CHILD_ENV.items() if not k.startswith("GRADIO_")},
+                          timeout=300)
+    assert done.stdout.split() == ["0.0.0.0", "7860", "GRADIO_SERVER_PORT=PORT"], done.stderr
+    busy = ("def busy(models, port_option, **settings): raise app.AppError(f'port 7860 on 0.0.0.0 is in use: give a "
+            "free one with {port_option}')\napp.launch = busy")
+    code = stand_in.format(body="exec(" + repr(busy) + ")")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=CHILD_ENV,
+                          timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == ("app.py: port 7860 on 0.0.0.0 is in use: give a free one with "
+                                                   "GRADIO_SERVER_PORT=PORT")
 
 
 def test_a_port_in_use_is_answered_with_the_option_that_chooses_another(capsys):
