@@ -251,17 +251,46 @@ def language_warning(translators: Sequence[Translator]) -> Optional[str]:
     return f"These models read different source languages ({listed}): a sentence suits one of them only."
 
 
+class ViewFolders:
+    """The folders of the page's tree and heatmap pictures under `root`: each view gets a new one, and only the
+    `kept` newest stay (a page up for days made one a view and never removed any). Gradio serves a returned picture
+    from its own cache, a copy, so a folder can go once its view is answered."""
+
+    def __init__(self, root, kept: int = 8):
+        self.root, self.kept = Path(root), kept
+
+    def new(self) -> Path:
+        folder = Path(tempfile.mkdtemp(dir=self.root))
+        older = sorted((p for p in self.root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime_ns)
+        for old in older[:-self.kept]:
+            shutil.rmtree(old, ignore_errors=True)
+        return folder
+
+
 def build_app(translators: Sequence[Translator]):
     """The Gradio `Blocks` page over `translators` (one or two); a warning on it when their source languages
-    differ (`language_warning`)."""
+    differ (`language_warning`). Its pictures: the last few views' (`ViewFolders`), and Gradio's copies of them
+    deleted after an hour. A value out of a slider's range sent through the API is answered with Gradio's message,
+    without a traceback in the log."""
     import gradio as gr
+
+    class Slider(gr.Slider):
+        """gr.Slider whose out-of-range value is the caller's error, not the server's (no traceback logged)."""
+
+        is_template = True  # drawn as gr.Slider
+
+        def preprocess(self, payload):
+            try:
+                return super().preprocess(payload)
+            except gr.Error as err:
+                raise gr.Error(err.message, print_exception=False) from None
 
     if len({t.label for t in translators}) < len(translators):  # the same preset twice: name the folders too
         for t in translators:
             t.label = f"{t.label} ({t.name})"
     names = [t.label for t in translators]
     warning = language_warning(translators)
-    work = Path(tempfile.mkdtemp(prefix="hf_syntax_mt_app_"))
+    views = ViewFolders(tempfile.mkdtemp(prefix="hf_syntax_mt_app_"))
 
     def translate(text, beams, max_new_tokens, length_a, length_b, scores=False, progress=gr.Progress()):
         try:
@@ -280,19 +309,19 @@ def build_app(translators: Sequence[Translator]):
             if not 1 <= int(number) <= len(sentences):
                 raise AppError(f"Choose a sentence from 1 to {len(sentences)}.")
             check_sentence(int(number), sentences[int(number) - 1])
-            folder = Path(tempfile.mkdtemp(dir=work))
+            folder = views.new()
             tree, heatmap_path, said = sentence_views(translators[names.index(model)], sentences[int(number) - 1],
                                                       folder, heatmap=heatmap, layer=int(layer), head=int(head))
         except AppError as err:
             return None, None, f"**{err}**"
         return (str(tree) if tree else None), str(heatmap_path), said
 
-    with gr.Blocks(title="hf_syntax_mt: syntax-aware translation") as page:
+    with gr.Blocks(title="hf_syntax_mt: syntax-aware translation", delete_cache=(3600, 3600)) as page:
         gr.Markdown("# Syntax-aware translation\n" + " · ".join(f"**{n}**" for n in names)
                     + (f"\n\n⚠️ {warning}" if warning else ""), elem_id="models")
         text = gr.Textbox(label="Source sentences, one a line", lines=5, value=EXAMPLE, elem_id="source")
         with gr.Row():
-            beams = gr.Slider(1, 8, value=4, step=1, label="Beam size")
+            beams = Slider(1, 8, value=4, step=1, label="Beam size")
             max_new = gr.Number(value=0, precision=0, label="Longest translation in subwords (0: the model's)")
             length_a = gr.Number(value=1.5, label="Length cap a (a × source subwords + b; 0 and 0: none)")
             length_b = gr.Number(value=10, label="Length cap b")
@@ -307,8 +336,8 @@ def build_app(translators: Sequence[Translator]):
             number = gr.Number(value=1, precision=0, label="Sentence #")
             model = gr.Dropdown(names, value=names[-1], label="Model")
             heatmap = gr.Dropdown(list(HEATMAPS), value="attention", label="Heatmap")
-            layer = gr.Slider(1, max(t.config.encoder_layers for t in translators), value=1, step=1, label="Layer")
-            head = gr.Slider(0, max(t.config.encoder_attention_heads for t in translators) - 1, value=0, step=1,
+            layer = Slider(1, max(t.config.encoder_layers for t in translators), value=1, step=1, label="Layer")
+            head = Slider(0, max(t.config.encoder_attention_heads for t in translators) - 1, value=0, step=1,
                              label="Head")
         said = gr.Markdown(elem_id="view")
         with gr.Row():
@@ -441,5 +470,5 @@ def _version(name: str) -> Optional[str]:
         return None
 
 
-__all__ = ["AppError", "EXAMPLE", "HEATMAPS", "MAX_LINES", "Translator", "build_app", "check_sentence", "export_space",
+__all__ = ["AppError", "EXAMPLE", "HEATMAPS", "MAX_LINES", "Translator", "ViewFolders", "build_app", "check_sentence", "export_space",
            "language_warning", "launch", "read_sentences", "sentence_views", "translate_all"]

@@ -10,6 +10,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
@@ -20,6 +21,7 @@ import pytest
 from hf_syntax_mt.app import (
     AppError,
     Translator,
+    ViewFolders,
     export_space,
     read_sentences,
     sentence_views,
@@ -187,6 +189,35 @@ def test_the_page_through_gradios_client(served):
     assert Path(tree).is_file() and Path(heatmap).is_file() and "layer 1, head 0" in said
     *_, said = client.predict(PAIRS[0][0], 5, table["headers"][3], "attention", 1, 0, api_name="/show")
     assert said == "**Choose a sentence from 1 to 1.**"
+
+
+def test_an_out_of_range_beam_through_the_api_is_answered_without_a_traceback(served, capfd):
+    """Gradio's own message to the caller ("greater than maximum value 8"); nothing in the server's log (it printed
+    the whole traceback of its slider's check)."""
+    from gradio_client import Client
+
+    client = Client(served, verbose=False)
+    capfd.readouterr()
+    with pytest.raises(Exception, match="greater than maximum value 8"):
+        client.predict(PAIRS[0][0], 9, 8, 1.5, 10, False, api_name="/translate")
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_the_views_keep_a_few_folders_of_pictures(served, tmp_path):
+    """Each tree view writes its pictures in a new folder; only the newest few stay (the page made one a view and
+    removed none), and every view is still answered with pictures that exist."""
+    from gradio_client import Client
+
+    views = ViewFolders(tmp_path, kept=3)
+    made = [views.new() for _ in range(5)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in made[-3:])
+    client = Client(served, verbose=False)
+    table, _ = client.predict(PAIRS[0][0], 1, 8, 1.5, 10, False, api_name="/translate")
+    for _ in range(12):
+        tree, heatmap, said = client.predict(PAIRS[0][0], 1, table["headers"][3], "attention", 1, 0, api_name="/show")
+        assert Path(tree).is_file() and Path(heatmap).is_file(), said
+    [root] = sorted(Path(tempfile.gettempdir()).glob("hf_syntax_mt_app_*"), key=lambda p: p.stat().st_mtime_ns)[-1:]
+    assert 1 <= len(list(root.iterdir())) <= ViewFolders(root).kept
 
 
 def test_twenty_concurrent_requests_are_all_answered_with_memory_flat(served):
