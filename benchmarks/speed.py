@@ -17,7 +17,8 @@ of `--batch-size` sentences, or of `--tokens-per-batch` // n sentences (the same
 - Memory: each system runs in its own subprocess with `MALLOC_MMAP_THRESHOLD_` fixed, so that
   freed tensors return to the OS and the peak resident set of a step (VmHWM after resetting it
   through /proc/self/clear_refs, minus the resident set before the step) is its peak memory.
-- Decoding: beam 4 (and greedy), 32 sentences × 30 new tokens, interleaved like training.
+- Decoding: beam 4 (and greedy), `--decode-sentences` sentences of 30 tokens × `--decode-new` new tokens (32 × 30),
+  interleaved like training.
 - Long-sentence decoding (`long_decode`, not a default part): beam-4 translation of the first
   `--long-sentences` lines of KFTT dev (`--long-source`, tokenized by `--long-tokenizer`), batches of
   `--long-batch-size` sentences sorted by source length, random trees and distances of the right
@@ -210,20 +211,22 @@ def measure_time(systems, lengths, batch_size, rounds, size, tokens_per_batch=No
     return {"train": train}
 
 
-def measure_decode(systems, rounds, size):
-    """Interleaved beam-4 and greedy decoding times of all systems (one process): 32 sentences × 30 new tokens."""
+def measure_decode(systems, rounds, size, sentences=32, new_tokens=30):
+    """Interleaved beam-4 and greedy decoding times of all systems (one process): `sentences` of 30 tokens, exactly
+    `new_tokens` new tokens each (recorded with the times)."""
     import torch
 
     built = {system: _build(system, size) for system in systems}
-    decode = {system: {} for system in systems}
+    decode = {system: {"sentences": sentences, "new_tokens": new_tokens} for system in systems}
     with torch.no_grad():
         for beams in (1, 4):
             calls = {}
             for system, (model, config) in built.items():
                 model.eval()
-                inputs = {k: v for k, v in _batch(config, 32, 30, seed=1).items() if k not in ("labels", "target_heads")}
+                inputs = {k: v for k, v in _batch(config, sentences, 30, seed=1).items()
+                          if k not in ("labels", "target_heads")}
                 calls[system] = lambda model=model, inputs=inputs: model.generate(
-                    **inputs, num_beams=beams, max_new_tokens=30, min_new_tokens=30
+                    **inputs, num_beams=beams, max_new_tokens=new_tokens, min_new_tokens=new_tokens
                 )
                 calls[system]()  # warm-up
             for system, seconds in _interleaved(calls, max(2, rounds // 2)).items():
@@ -495,6 +498,8 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=2, help="torch threads of every worker")
     parser.add_argument("--presets", nargs="+", default=DEFAULT_PRESETS)
     parser.add_argument("--size", default=None, help="model size overrides, key=value,... (tests)")
+    parser.add_argument("--decode-sentences", type=int, default=32)
+    parser.add_argument("--decode-new", type=int, default=30, help="new tokens each decoded sentence gets")
     parser.add_argument("--pipeline-text", default=str(DEFAULT_PIPELINE_TEXT), help="raw sentences, one a line ('' to skip)")
     parser.add_argument("--pipeline-sentences", type=int, default=256)
     parser.add_argument("--pipeline-despace", action=argparse.BooleanOptionalAction, default=None,
@@ -531,7 +536,7 @@ def main(argv=None):
         work = {
             "memory": lambda: measure_memory(args.system, memory_lengths, args.batch_size, size, args.tokens_per_batch),
             "time": lambda: measure_time(systems, args.lengths, args.batch_size, args.rounds, size, args.tokens_per_batch),
-            "decode": lambda: measure_decode(systems, args.rounds, size),
+            "decode": lambda: measure_decode(systems, args.rounds, size, args.decode_sentences, args.decode_new),
             "pipeline": lambda: measure_pipeline(presets, texts, args.pipeline_parser, max(3, args.rounds // 2), size),
             "long_decode": lambda: measure_long_decode(systems, args.rounds, size, args.long_source, args.long_reference,
                                                        args.long_tokenizer, args.long_sentences, args.long_batch_size),
@@ -588,6 +593,7 @@ def main(argv=None):
         batch_text = (f"a batch of {args.tokens_per_batch} // n sentences (the same tokens at every n)" if args.tokens_per_batch
                       else f"a batch of {args.batch_size} sentences")
         long_text = ""
+        decoded = next(iter(results["time"]["decode"].values()))  # the run that measured it (older JSONs: 32 × 30)
         if "long_decode" in results:
             first = next(iter(results["long_decode"].values()))
             long_text = (f" Long-sentence decoding: the first {first['sentences']} lines of "
@@ -604,7 +610,9 @@ def main(argv=None):
             "interleaved rounds in one process (cells: median over rounds of the step time's ratio to `transformer_abs` / "
             "to a same-size `MarianMTModel`, so < 1 is faster); "
             "memory: peak resident set of one step above the set before it, each system alone in a subprocess "
-            "(ratio < 1 uses less). Decoding: 32 sentences × 30 new tokens. Pipeline: "
+            f"(ratio < 1 uses less). Decoding: {decoded.get('sentences', 32)} sentences × "
+            f"{decoded.get('new_tokens', 30)} new tokens. "
+            "Pipeline: "
             f"{len(texts or [])} raw sentences of `{os.path.relpath(args.pipeline_text, REPO)}`"
             f"{' (spaces removed)' if texts and despace else ''} parsed by `{args.pipeline_parser}`, untrained "
             f"models, beam 4, 20 new tokens, batch 32.{long_text}", "", tables]))

@@ -116,7 +116,7 @@ def test_speed_benchmark_tables_on_tiny_model(tmp_path):
     output = tmp_path / "speed.json"
     results = speed.main([
         "--lengths", "8", "12", "--memory-lengths", "8", "12", "16", "--tokens-per-batch", "16", "--rounds", "2", "--size", TINY,
-        "--presets", "transformer_dbsa", "transformer_sla",
+        "--presets", "transformer_dbsa", "transformer_sla", "--decode-sentences", "4", "--decode-new", "3",
         "--pipeline-text", str(paths["dev"]["src"]), "--pipeline-parser", str(paths["dev"]["src.conllu"]),
         "--pipeline-sentences", "10", "--output", str(output), "--results-md", str(tmp_path / "RESULTS.md"),
     ])
@@ -140,17 +140,19 @@ def test_speed_benchmark_tables_on_tiny_model(tmp_path):
     assert "n=12 step time ×abs / ×Marian" in tables and "n=16 memory ×abs / ×Marian" in tables
     assert "n=16 step time" not in tables and "beam-4 decode time ×Marian" in tables
     assert "pipeline sentences/s" in tables and "| transformer_sla |" in tables
-    # --parts: re-measure only the pipeline, keep memory and training times from the JSON
+    # --parts: re-measure only the decoding, keep memory, training times and the pipeline from the JSON
     again = speed.main([
         "--lengths", "8", "12", "--memory-lengths", "8", "12", "16", "--rounds", "2", "--size", TINY,
-        "--presets", "transformer_dbsa", "transformer_sla", "--parts", "pipeline",
+        "--presets", "transformer_dbsa", "transformer_sla", "--parts", "decode", "--decode-sentences", "2",
+        "--decode-new", "2",
         "--pipeline-text", str(paths["dev"]["src"]), "--pipeline-parser", str(paths["dev"]["src.conllu"]),
         "--pipeline-sentences", "10", "--output", str(output), "--results-md", str(tmp_path / "RESULTS.md"),
     ])
     assert again["memory"] == results["memory"] and again["time"]["train"] == results["time"]["train"]
-    assert again["pipeline"]["transformer_sla"]["total_s"] != results["pipeline"]["transformer_sla"]["total_s"]
+    assert again["pipeline"] == results["pipeline"] and again["time"]["decode"] != results["time"]["decode"]
     written = (tmp_path / "RESULTS.md").read_text()
-    assert written.count("<!-- speed:begin -->") == 1 and "--parts pipeline" in written
+    assert written.count("<!-- speed:begin -->") == 1 and "--parts decode" in written
+    assert "Decoding: 2 sentences × 2 new tokens." in written  # what the decoding in the JSON measured
     assert json.loads(output.read_text())["tables"] in written
     # --parts time at some lengths: those are measured again, the other lengths and parts are kept
     third = speed.main(["--lengths", "12", "--tokens-per-batch", "16", "--rounds", "1", "--size", TINY,
@@ -159,7 +161,7 @@ def test_speed_benchmark_tables_on_tiny_model(tmp_path):
     for system in systems:
         assert third["time"]["train"][system][8] == results["time"]["train"][system][8]
         assert third["time"]["train"][system][12] != results["time"]["train"][system][12]
-    assert third["time"]["decode"] == results["time"]["decode"] and third["memory"] == results["memory"]
+    assert third["time"]["decode"] == again["time"]["decode"] and third["memory"] == results["memory"]
     assert third["pipeline"] == again["pipeline"] and len(third["commands"]["time"]) == 2
 
 
@@ -187,28 +189,3 @@ def test_long_sentence_decoding_generates_each_batch_s_longest_reference(tmp_pat
     for system in results.values():
         assert system["sentences"] == 9 and len(system["total_s"]) == 2
         assert system["generated_tokens"] == sum(f["input_ids"].shape[0] * t for f, t in batches)
-
-
-def test_gpu_speed_tables_are_the_median_per_round_ratios_of_the_json(tmp_path):
-    """benchmarks/gpu_speed.py --tables-from (run on a lent GPU; the tables are written here): every cell is the
-    median over rounds of the per-round ratio, from the JSON's string keys, and RESULTS.md gets one section."""
-    import gpu_speed
-
-    systems, lengths = ["marian", "transformer_abs", "transformer_rel"], [32, 64]
-    seconds = {"marian": [1.0, 2.0, 4.0], "transformer_abs": [2.0, 2.0, 2.0], "transformer_rel": [3.0, 8.0, 2.0]}
-    train = {p: {s: {str(n): {"step_s": [t * n for t in seconds[s]], "tokens": 4096} for n in lengths} for s in systems}
-             for p in gpu_speed.PRECISIONS}
-    results = {"settings": {"lengths": lengths, "presets": systems[1:], "tokens_per_batch": 4096, "rounds": 3,
-                            "date": "2026-12-04", "command": "python benchmarks/gpu_speed.py", "gpu": "a GPU",
-                            "torch": "2", "cuda": "13"},
-               "train": train, "decode": {s: {"beam1_s": seconds[s], "beam4_s": seconds[s]} for s in systems},
-               "recipe_step_s": {"fp32": [0.02, 0.03, 0.01], "bf16": [0.01, 0.01, 0.01]}}
-    path = tmp_path / "gpu_speed.json"
-    path.write_text(json.dumps(results))
-    gpu_speed.main(["--tables-from", str(path), "--results-md", str(tmp_path / "RESULTS.md")])
-    written = (tmp_path / "RESULTS.md").read_text()
-    # rel / abs per round: 1.5, 4, 1 -> median 1.5; rel / marian: 3, 4, 0.5 -> 3; marian / abs: 0.5, 1, 2 -> 1
-    assert "| transformer_rel | 1.50 / 3.00 | 1.50 / 3.00 | 1.50 / 3.00 | 1.50 / 3.00 |" in written
-    assert "| marian | 1.00 / 1.00 |" in written and "### T = 4,096 tokens per batch" in written
-    assert "fp32 20.0 ms, bf16 10.0 ms" in written and "at least 4.2 min" in written  # 25,392 × 10 ms
-    assert written.count("<!-- gpu-speed:begin -->") == 1
