@@ -171,8 +171,9 @@ def cmd_translate(args) -> int:
             return _translate(args, written, stop)
     except _Stopped as stopped:
         of = "" if written.total is None else f" of {written.total}"
+        again = "; the same command with --continue translates the rest" if args.output else ""
         print(f"hf-syntax-mt translate: stopped by {signal.Signals(stopped.signal_number).name}: {written.lines}{of} "
-              "lines translated and written (the first ones, in input order)", file=sys.stderr)
+              f"lines translated and written (the first ones, in input order){again}", file=sys.stderr)
         return 128 + stopped.signal_number
 
 
@@ -308,6 +309,11 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
         print("hf-syntax-mt translate: no input lines (nothing to translate)", file=sys.stderr)
         return 0
     references = _read_references(args.reference, len(lines)) if args.reference else None
+    written.lines, hypotheses = _translated_already(args, len(lines))
+    if written.lines:
+        rest = "nothing left to translate" if written.lines == len(lines) else "translating the rest"
+        print(f"hf-syntax-mt translate: --output {args.output} holds the translations of the first {written.lines} of "
+              f"{len(lines)} input lines: {rest}", file=sys.stderr)
     kwargs, parsed = {}, None
     if args.conllu:
         _check_parse_options(args)
@@ -328,12 +334,16 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
         generate["max_new_tokens"] = args.max_new_tokens
     if args.scores:
         generate["return_scores"] = True
-    hypotheses = []
     empty = "empty output line" if args.n_best == 1 else f"{args.n_best} empty output lines"  # what a bad line gets
+    done = written.lines
+    sink = open(args.output, "a" if done else "w", encoding="utf-8") if args.output else \
+        contextlib.nullcontext(sys.stdout)
     # progress (lines, lines/s, ETA) on a terminal only: a log file or pipe gets the messages alone
-    with _silenced("hf_syntax_mt.inference.pipeline"), tqdm(total=len(lines), unit=" lines", file=sys.stderr, leave=False,
-                                                  disable=not sys.stderr.isatty()) as progress:
-        for outputs in _translated_batches(translate, lines, parsed, args.batch_size, generate):
+    with _silenced("hf_syntax_mt.inference.pipeline"), tqdm(total=len(lines), initial=done, unit=" lines",
+                                                            file=sys.stderr, leave=False,
+                                                            disable=not sys.stderr.isatty()) as progress, sink as out:
+        rest = lines[done:]
+        for outputs in _translated_batches(translate, rest, parsed and parsed[done:], args.batch_size, generate):
             for number, (best, *_) in enumerate(outputs, written.lines + 1):
                 if "error" in best:
                     progress.write(f"hf-syntax-mt translate: line {number}: {best['error']} ({empty})", file=sys.stderr)
@@ -341,9 +351,9 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
                     progress.write(f"hf-syntax-mt translate: line {number}: {best['warning']} (translated anyway)",
                                    file=sys.stderr)
             with stop.held():  # a batch is written whole, and counted
-                sys.stdout.write("".join(_output_line(out, written.lines + n, args.scores)
-                                         for n, n_best in enumerate(outputs) for out in n_best))
-                sys.stdout.flush()
+                out.write("".join(_output_line(one, written.lines + n, args.scores)
+                                  for n, n_best in enumerate(outputs) for one in n_best))
+                out.flush()
                 written.lines += len(outputs)
             hypotheses += [best["translation_text"] for best, *_ in outputs]
             progress.update(len(outputs))
@@ -351,6 +361,41 @@ def _translate(args, written: _Written, stop: _SignalStop) -> int:
         print(f"hf-syntax-mt translate: {_scores(hypotheses, references, args.bleu_tokenize)} against "
               f"{args.reference}", file=sys.stderr)
     return 0
+
+
+def _translated_already(args, total: int) -> tuple[int, list[str]]:
+    """(input lines `--output` FILE holds the translations of, those translations: the best of each) under
+    `--continue`; (0, []) for a run that starts afresh, after refusing options that do not go together and an
+    output FILE that holds something without --continue or --overwrite."""
+    command = "hf-syntax-mt translate"
+    if (args.continue_output or args.overwrite) and not args.output:
+        raise SystemExit(f"{command}: --{'continue' if args.continue_output else 'overwrite'} needs --output FILE")
+    if args.continue_output and args.overwrite:
+        raise SystemExit(f"{command}: --continue appends to --output {args.output}, --overwrite replaces it: choose one")
+    path = Path(args.output) if args.output else None
+    if path is None or not path.exists() or args.overwrite:
+        return 0, []
+    if not path.is_file():
+        raise SystemExit(f"{command}: --output {path} is not a file")
+    data = path.read_bytes()
+    if not data:
+        return 0, []
+    if not args.continue_output:
+        raise SystemExit(f"{command}: --output {path} already holds translations: --continue translates the input "
+                         "lines after them and appends, --overwrite replaces them")
+    if not data.endswith(b"\n"):
+        raise SystemExit(f"{command}: --output {path} ends in the middle of a line (a write cut short): remove its last, "
+                         "incomplete line and run again")
+    held = data.decode("utf-8", errors="replace").split("\n")[:-1]
+    k = args.n_best
+    if len(held) % k or len(held) // k > total:
+        raise SystemExit(f"{command}: --output {path} has {len(held)} lines, which are not the translations of the "
+                         f"first input lines ({k} a line with --n-best {k}, {total} input lines): is it this input's "
+                         "output?")
+    best = held[::k]
+    if args.scores:
+        best = [line.split(" ||| ")[1] if line.count(" ||| ") >= 3 else line for line in best]
+    return len(held) // k, best
 
 
 def _output_line(out: dict, index: int, scores: bool) -> str:
@@ -553,6 +598,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write each translation as 'i ||| translation ||| logprob= L ||| S' (Moses and Marian's "
                         "n-best format; i counts input lines from 0): L = log P(translation | source), S = L / its "
                         "length ** length_penalty, what the beam ranks by; nan for a line not translated")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the translations to FILE (default: stdout); an "
+                                                           "existing FILE that is not empty is refused unless "
+                                                           "--continue or --overwrite")
+    p.add_argument("--continue", dest="continue_output", action="store_true",
+                   help="with --output FILE: FILE holds the translations of the first input lines (a run that was "
+                        "stopped; its lines are counted, K an input line with --n-best K): translate the rest and "
+                        "append them")
+    p.add_argument("--overwrite", action="store_true", help="with --output FILE: replace what FILE holds")
     p.add_argument("--batch-size", type=positive_int, default=16, help="sentences per batch (default 16)")
     p.add_argument("--max-new-tokens", type=positive_int, default=None,
                    help="longest translation in subwords (default: the model's generation config)")

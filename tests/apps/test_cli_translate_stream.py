@@ -200,3 +200,63 @@ def test_translate_into_a_pipe_that_closes_stops_quietly(abs_model):
     assert len(done.stdout.splitlines()) == 3
     assert done.stderr == ""
     assert done.returncode == 128 + signal.SIGPIPE
+
+
+def test_an_output_stopped_by_a_signal_is_continued_to_the_full_translation(abs_model, capsys, tmp_path):
+    """`--output FILE` stopped by SIGINT says how to go on; the same command with `--continue` translates the lines
+    after those FILE holds and appends them: FILE is then the translation of the whole input, line for line, as an
+    uninterrupted run writes it (with `--scores` too, whose index goes on counting)."""
+    model, infile = abs_model
+    options = ["--model", str(model), "--batch-size", "4", "--max-new-tokens", "8"]
+    head = tmp_path / "in.txt"  # 200 lines: enough for a stop midway, few enough to finish fast
+    head.write_text("".join(infile.read_text().splitlines(keepends=True)[:200]))
+    out = tmp_path / "out.txt"
+    process = subprocess.Popen([*TRANSLATE, *options, "--output", str(out), str(head)], stderr=subprocess.PIPE, env=ENV)
+    try:
+        while not out.is_file() or out.stat().st_size == 0:  # the first batch is written
+            assert process.poll() is None, process.stderr.read().decode()
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    kept = out.read_text().splitlines()
+    assert process.returncode == 130 and 4 <= len(kept) < 200, err.decode()
+    assert err.decode().rstrip().endswith("; the same command with --continue translates the rest")
+    capsys.readouterr()
+    assert main(["translate", *options, "--output", str(out), "--continue", str(head)]) == 0
+    assert (f"holds the translations of the first {len(kept)} of 200 input lines: translating the rest"
+            in capsys.readouterr().err)
+    assert main(["translate", *options, str(head)]) == 0
+    assert out.read_text() == capsys.readouterr().out
+    scored = tmp_path / "scored.txt"
+    assert main(["translate", *options, "--scores", "--output", str(scored), str(head)]) == 0
+    whole = scored.read_text()
+    scored.write_text("".join(whole.splitlines(keepends=True)[:8]))  # two whole batches: the same batches after
+    assert main(["translate", *options, "--scores", "--output", str(scored), "--continue", str(head)]) == 0
+    assert scored.read_text() == whole and whole.splitlines()[8].startswith("8 ||| ")
+
+
+@pytest.mark.parametrize("held, options, message", [
+    ("a\nb\n", [], "already holds translations: --continue translates the input lines after them and appends, "
+                   "--overwrite replaces them"),
+    ("a\nb", ["--continue"], "ends in the middle of a line (a write cut short)"),
+    ("a\n" * 7, ["--continue"], "has 7 lines, which are not the translations of the first input lines (1 a line with "
+                                "--n-best 1, 6 input lines)"),
+    ("a\n" * 3, ["--continue", "--n-best", "2", "--beams", "2"], "has 3 lines, which are not the translations"),
+    ("", ["--continue", "--overwrite"], "choose one"),
+])
+def test_an_output_that_is_not_a_prefix_of_this_inputs_translation_is_refused_and_kept(tmp_path, capsys, held, options,
+                                                                                        message):
+    model = trained_model("transformer_abs")[0]
+    source = tmp_path / "in.txt"
+    source.write_text("".join(line + "\n" for line in (synthetic_corpus() / "dev.src").read_text().splitlines()))
+    out = tmp_path / "out.txt"
+    out.write_text(held)
+    capsys.readouterr()
+    assert main(["translate", "--model", str(model), "--output", str(out), *options, str(source)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("hf-syntax-mt translate: ") and message in line, line
+    assert out.read_text() == held
+    assert main(["translate", "--model", str(model), "--output", str(out), "--overwrite", "--max-new-tokens", "4",
+                 str(source)]) == 0
+    assert len(out.read_text().splitlines()) == 6
