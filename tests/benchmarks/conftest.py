@@ -1,14 +1,12 @@
 """A tiny recipe for the benchmark entries' smoke tests: a synthetic corpus whose gold CoNLL-U trees stand in for
-the parser, a one-layer model."""
+the parser, the model tests' tiny model."""
 
 import json
 
 import pytest
 
 from hf_syntax_mt.features.synthetic import write_synthetic_corpus
-
-TINY_MODEL = dict(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
-                  encoder_ffn_dim=64, decoder_ffn_dim=64, dropout=0.0)
+from model_helpers import TINY
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +21,7 @@ def tiny_recipe(tmp_path_factory):
                  "dev": [str(data / "dev.src"), str(data / "dev.tgt")]},
         "test_source": str(data / "test.src"), "source_parser": {"conllu_suffix": ".conllu"},
         "distance_source": "dependency", "vocab_size": 120, "max_source_length": 32, "max_target_length": 12,
-        "model": TINY_MODEL, "training": {"max_tokens_per_batch": 96},
+        "model": {k: v for k, v in TINY.items() if k != "vocab_size"}, "training": {"max_tokens_per_batch": 96},
     }
     path = root / "recipe.json"
     path.write_text(json.dumps(recipe))

@@ -5,11 +5,13 @@ import json
 import sys
 from pathlib import Path
 
+import model_helpers
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import gpu_speed  # noqa: E402
 
-TINY = "d_model=16,encoder_layers=1,decoder_layers=1,encoder_ffn_dim=32,decoder_ffn_dim=32,vocab_size=60,max_position_embeddings=64"
+TINY = ",".join(f"{key}={value}" for key, value in model_helpers.TINY.items())  # speed.py's --size
 
 
 def test_gpu_speed_tables_are_the_median_per_round_ratios_of_the_json(tmp_path):

@@ -10,14 +10,14 @@ import torch
 
 import hf_syntax_mt.modeling_syntax_mt as modeling
 from hf_syntax_mt import fast_ops
+from model_helpers import TINY as MODEL
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benchmarks"))
 import speed  # noqa: E402
 import step_profile  # noqa: E402
 
-TINY = dict(vocab_size=50, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-            decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, dropout=0.0, label_smoothing=0.1)
+TINY = {**MODEL, "label_smoothing": 0.1}
 
 
 @pytest.fixture
