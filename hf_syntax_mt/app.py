@@ -274,16 +274,21 @@ def build_app(translators: Sequence[Translator]):
     without a traceback in the log."""
     import gradio as gr
 
-    class Slider(gr.Slider):
-        """gr.Slider whose out-of-range value is the caller's error, not the server's (no traceback logged)."""
+    def slider_checked_quietly(*args, **kwargs):
+        """gr.Slider whose out-of-range value is the caller's error, not the server's (no traceback logged). Its
+        check is wrapped on the instance: a subclass of a Gradio component makes Gradio write a .pyi file beside
+        this module."""
+        slider = gr.Slider(*args, **kwargs)
+        check = slider.preprocess
 
-        is_template = True  # drawn as gr.Slider
-
-        def preprocess(self, payload):
+        def preprocess(payload):
             try:
-                return super().preprocess(payload)
+                return check(payload)
             except gr.Error as err:
                 raise gr.Error(err.message, print_exception=False) from None
+
+        slider.preprocess = preprocess
+        return slider
 
     if len({t.label for t in translators}) < len(translators):  # the same preset twice: name the folders too
         for t in translators:
@@ -321,7 +326,7 @@ def build_app(translators: Sequence[Translator]):
                     + (f"\n\n⚠️ {warning}" if warning else ""), elem_id="models")
         text = gr.Textbox(label="Source sentences, one a line", lines=5, value=EXAMPLE, elem_id="source")
         with gr.Row():
-            beams = Slider(1, 8, value=4, step=1, label="Beam size")
+            beams = slider_checked_quietly(1, 8, value=4, step=1, label="Beam size")
             max_new = gr.Number(value=0, precision=0, label="Longest translation in subwords (0: the model's)")
             length_a = gr.Number(value=1.5, label="Length cap a (a × source subwords + b; 0 and 0: none)")
             length_b = gr.Number(value=10, label="Length cap b")
@@ -336,9 +341,10 @@ def build_app(translators: Sequence[Translator]):
             number = gr.Number(value=1, precision=0, label="Sentence #")
             model = gr.Dropdown(names, value=names[-1], label="Model")
             heatmap = gr.Dropdown(list(HEATMAPS), value="attention", label="Heatmap")
-            layer = Slider(1, max(t.config.encoder_layers for t in translators), value=1, step=1, label="Layer")
-            head = Slider(0, max(t.config.encoder_attention_heads for t in translators) - 1, value=0, step=1,
-                             label="Head")
+            layer = slider_checked_quietly(1, max(t.config.encoder_layers for t in translators), value=1, step=1,
+                                           label="Layer")
+            head = slider_checked_quietly(0, max(t.config.encoder_attention_heads for t in translators) - 1, value=0,
+                                          step=1, label="Head")
         said = gr.Markdown(elem_id="view")
         with gr.Row():
             tree = gr.Image(label="Dependency tree", type="filepath", elem_id="tree")

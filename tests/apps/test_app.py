@@ -201,6 +201,9 @@ def test_an_out_of_range_beam_through_the_api_is_answered_without_a_traceback(se
     with pytest.raises(Exception, match="greater than maximum value 8"):
         client.predict(PAIRS[0][0], 9, 8, 1.5, 10, False, api_name="/translate")
     assert "Traceback" not in capfd.readouterr().err
+    import hf_syntax_mt.app
+
+    assert not list(Path(hf_syntax_mt.app.__file__).parent.glob("*.pyi"))  # Gradio writes one for a component subclass
 
 
 def test_the_views_keep_a_few_folders_of_pictures(served, tmp_path):
