@@ -13,7 +13,8 @@ package's own training and pipeline compute (SPEC §7). The parser is loaded in 
 never pickled (`syntax_features.tokenizer_feature_processor` keeps it outside the tokenizer), so `Dataset.map(..., num_proc=N)` works, and the tokenizer hashes by its settings, so a second
 identical `map` is served from the `datasets` cache. Without `syntax_features` (a model that reads no parse) it is a
 `SyntaxMTTokenizer`. The folder of a saved tokenizer holds, for `trust_remote_code`, a `parsing_tokenizer.py` that
-imports this class (`REMOTE_CODE`): it needs the hf_syntax_mt package installed (transformers says so, naming it).
+imports this class (`REMOTE_CODE`), or without the hf_syntax_mt package gives the plain tokenizer, saying so (the
+model too loads without it).
 """
 
 from __future__ import annotations
@@ -38,9 +39,32 @@ from hf_syntax_mt.tokenization_syntax_mt import SyntaxMTTokenizer
 
 PADDING_ARGUMENTS = ("padding", "pad_to_multiple_of", "padding_side", "return_tensors")
 REMOTE_CODE = '''"""This model's tokenizer: `SyntaxMTParsingTokenizer` of the hf_syntax_mt package (it parses each source sentence
-with the model's parser and returns the syntax features beside `input_ids`), which must be installed."""
+with the model's parser and returns the syntax features beside `input_ids`). Without the package this is the plain
+tokenizer of the same vocabulary (`input_ids`, `attention_mask`), as the model loads without it: its syntax inputs
+are then built by hand (the model card says how)."""
 
-from hf_syntax_mt.features.parsing_tokenizer import SyntaxMTParsingTokenizer
+try:
+    from hf_syntax_mt.features.parsing_tokenizer import SyntaxMTParsingTokenizer
+except ImportError:  # (transformers does not require an import made inside try)
+    import logging
+
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    class SyntaxMTParsingTokenizer(TokenizersBackend):
+        """The tokenizer without the parse: hf_syntax_mt is not installed."""
+
+        @classmethod
+        def convert_to_native_format(cls, trust_remote_code=False, **kwargs):
+            return kwargs  # tokenizer.json as saved (the base class rebuilds the backend of a subclass)
+
+        def __init__(self, *args, syntax_features=None, **kwargs):
+            super().__init__(*args, **kwargs)
+            logging.getLogger(__name__).warning(
+                "hf_syntax_mt is not installed, so this tokenizer does not parse: it gives input_ids and "
+                "attention_mask, and the model's syntax inputs (source_heads%s) are to be built by hand as its model "
+                "card says; with the package (its source, or a Space exported by `hf-syntax-mt app --export`) the "
+                "tokenizer parses with the model's parser", ", source_distances" if (syntax_features or {}).get(
+                    "needs_source_distances") else "")
 
 __all__ = ["SyntaxMTParsingTokenizer"]
 '''

@@ -151,3 +151,36 @@ def test_the_pipeline_and_the_length_checks_parse_once_with_the_pipelines_parser
     outputs = translate(SOURCES[:2])
     assert len(outputs) == 2 and all("translation_text" in out for out in outputs)
     assert translate.tokenizer not in _TOKENIZER_PROCESSORS  # its own parser was never loaded
+
+
+WITHOUT_THE_PACKAGE = """
+import json, sys
+# an editable install's finder (a class) and its path hook, the checkout itself
+sys.meta_path = [f for f in sys.meta_path if "editable" not in getattr(f, "__name__", type(f).__name__).lower()]
+sys.path = [p for p in sys.path if p not in ("", ".", sys.argv[2]) and "__editable__" not in p]
+from transformers import AutoTokenizer
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+print(json.dumps({"package": "hf_syntax_mt" in sys.modules, "ids": tokenizer(json.loads(sys.argv[3]))["input_ids"]}))
+"""
+
+
+def test_without_the_package_the_saved_tokenizer_loads_as_the_model_does(sla_model, tmp_path):
+    """`trust_remote_code=True` where hf_syntax_mt cannot be imported (its finder and folder taken off the path): the
+    plain tokenizer of the same vocabulary, the same ids (natural and segmented Japanese alike), and one warning that
+    it does not parse (it failed: "Run `pip install hf_syntax_mt`", a name the index does not have)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    texts = SOURCES + ["私 は 赤い 車 を 買っ た 。"]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
+    repo = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", WITHOUT_THE_PACKAGE, str(sla_model), repo, json.dumps(texts)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    assert got["package"] is False
+    assert got["ids"] == AutoTokenizer.from_pretrained(sla_model)(texts)["input_ids"]
+    assert "hf_syntax_mt is not installed, so this tokenizer does not parse" in done.stderr
+    assert "source_heads, source_distances) are to be built by hand" in done.stderr
