@@ -21,7 +21,8 @@ the same step, as one process does.
 Why processes and not threads: torch's threads wait for each other at every operation, N processes only once a
 step (the gradient all-reduce). On an idle Intel Xeon (the KFTT recipe's model, 2,048-token batches) one process
 with 2 threads trained 12,600 tokens/s, two processes with 1 thread each 14,600, one thread 8,100; with another
-busy process on the machine 2 threads fell to 2,000. `benchmarks/processes_speed.py` measures it on a machine.
+busy process on the machine 2 threads fell to 2,000 (`benchmarks/processes_speed.py` at f8780a1, retired since:
+benchmarks/README.md).
 
     launch(entrypoint, *args, processes=N)  # entrypoint(*args) in N processes; rank 0's return value
     train_in_processes(N, model_args, data_args, training_args, **train_kwargs)  # `train` in N processes
