@@ -5,8 +5,8 @@ per core, or `OMP_NUM_THREADS`).
 On a machine whose cores other jobs also use, fewer threads are faster: torch's threads wait for each
 other at every operation, so one busy core holds all of them back. Issue 50 measured a training step on 2
 cores with one busy at 4.29 s with 2 threads and 0.43 s with 1; `benchmarks/threads_speed.py` (at 9215983, retired
-since: benchmarks/README.md; recipe size,
-batch 32 x 30) on 2 cores shared with other jobs (load average 6): 0.62 steps/s with 1 thread, 0.19 with 2.
+since: benchmarks/README.md; recipe size, batch 32 x 30) on 2 cores shared with other jobs (load average 6): 0.62
+steps/s with 1 thread, 0.19 with 2.
 
 To train on several cores, `hf-syntax-mt-train --processes N` (`hf_syntax_mt.training.data_parallel`) is faster than N
 threads: N data-parallel processes with one thread each wait for each other once a step, not at every operation
