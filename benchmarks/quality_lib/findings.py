@@ -44,6 +44,8 @@ METHODS = (
     Method("labeled tree relations", "SPEC §4 (seed 002)", (("transformer_dep_labeled_rel", "transformer_rel"),)),
     Method("labeled tree relations + relative positions", "SPEC §4 (seed 002)",
            (("transformer_dep_labeled_rel", "transformer_abs"),)),
+    Method("labeled tree relations + relative positions in the attention logits only (key-only)", "SPEC §4 (seed 002)",
+           (("transformer_dep_labeled_rel@keys", "transformer_abs"),)),
     Method("syntax-guided localized attention", "Hou/Zhu et al. 2022",
            (("transformer_sla", "transformer_sla@flat"), ("transformer_sla", "transformer_abs"))),
     Method("DBSA, the SPEC's setting (parse heads on the top layer in the 6-epoch runs, on layer 2 of 3 in the KFTT "

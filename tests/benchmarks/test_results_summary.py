@@ -346,3 +346,20 @@ def test_main_table_names_the_budget_control_and_says_why():
     lines = main_table_lines(recipe, [run], [name], {name: [run]}, {(name, "transformer_abs"): test}, 1166)
     assert "| +1.63 [+1.10, +2.18] vs `transformer_abs@2B` | 0.000 | – | – |" in lines[4]
     assert "measured against the baseline's variant with the same budget" in lines[-1]
+
+
+def test_a_key_only_models_card_cites_the_key_only_rows(tmp_path):
+    """A model of transformer_dep_labeled_rel without value terms (the recipes' `@keys`) cites the @keys rows, not the
+    full preset's "same preset and settings" (issue 109); a full-preset model cites none of the @keys rows."""
+    from hf_syntax_mt import SyntaxMTConfig
+
+    keys = json.loads((REPO / "benchmarks" / "recipes" / "kftt.ja-en.budget.json").read_text())["variants"][
+        "transformer_dep_labeled_rel@keys"]["model"]
+    config = SyntaxMTConfig.from_preset("transformer_dep_labeled_rel", **keys).to_dict()
+    own = measured_rows("transformer_dep_labeled_rel", config, ("ja", "en"))
+    assert own and {r["system"] for r in own} == {"transformer_dep_labeled_rel@keys"}
+    card = write_model_card(tmp_path / "keys", preset="transformer_dep_labeled_rel", config=config,
+                            languages=("ja", "en")).read_text()
+    assert "\n## What `transformer_dep_labeled_rel@keys` measured in the project's experiments\n" in card
+    full = measured_rows("transformer_dep_labeled_rel", SyntaxMTConfig.from_preset("transformer_dep_labeled_rel").to_dict())
+    assert full and "transformer_dep_labeled_rel@keys" not in {r["system"] for r in full}
