@@ -11,18 +11,18 @@ with `SyntaxFeatureProcessor` (the same path as training), `generate`, decode. W
 > 1 each sentence gets a list of k outputs, best first (its n-best list); with `return_scores=True` each
 output also has its `log_probability` under the model and its `score` (see `sequence_scores`).
 
-Inputs are strings or UTF-8 `bytes`, read as NMT toolkits read them (`syntax.lines.normalize_line`:
-zero-width spaces, byte-order marks, form feeds and the like become spaces, other control characters are
-removed). Bad lines are reported and skipped, never fatal for the batch: an empty (or whitespace-only) line
-(also one that is empty once normalized, such as a lone zero-width space), one that is not valid text (bytes that are not UTF-8, a string
-with lone surrogates, an item of the list that is neither, such as `42`), a line longer than the model allows (`config.max_position_embeddings` tokens),
-or a line the parser cannot handle (e.g. a text missing from a `PreParsedAnnotator`), gives
-`{"translation_text": "", "error": "..."}` and one logged warning with its line number (1-based, as
-editors number lines: the first input is line 1). A line with subwords unknown to the model (the tokenizer's
-`unk_token`: characters it was not trained on, such as another script, emoji, or capitals for a lowercase
-model) is translated, and its output says how many in `"warning"` (logged too); so does a line in which the
-parser finds more than one sentence (the models are trained one sentence a line). A parser that is not installed raises `ImportError`
-saying what to install when the pipeline is built; a model directory without a tokenizer raises
+Inputs are strings or UTF-8 `bytes`, read as NMT toolkits read them (`syntax.lines.normalize_line`: zero-width
+spaces, byte-order marks, form feeds and the like become spaces, other control characters are removed). Bad lines
+are reported and skipped, never fatal for the batch: an empty (or whitespace-only) line (also one that is empty once
+normalized, such as a lone zero-width space), one that is not valid text (bytes that are not UTF-8, a string with
+lone surrogates, an item of the list that is neither, such as `42`), a line longer than the model allows
+(`config.max_position_embeddings` tokens), or a line the parser cannot handle (e.g. a text missing from a
+`PreParsedAnnotator`), gives `{"translation_text": "", "error": "..."}` and one logged warning with its line number
+(1-based, as editors number lines: the first input is line 1). A line with subwords unknown to the model (the
+tokenizer's `unk_token`: characters it was not trained on, such as another script, emoji, or capitals for a
+lowercase model) is translated, and its output says how many in `"warning"` (logged too); so does a line in which
+the parser finds more than one sentence (the models are trained one sentence a line). A parser that is not installed
+raises `ImportError` saying what to install when the pipeline is built; a model directory without a tokenizer raises
 `ValueError`; a damaged (truncated, overwritten) weights file raises `DamagedModelFileError` naming it.
 """
 
