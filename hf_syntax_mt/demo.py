@@ -89,6 +89,7 @@ def run_demo(
     from transformers import logging as hf_logging
     from transformers import pipeline
 
+    from .features.joint_bpe import add_lowercasing, clear_call_state, lowercases
     from .features.synthetic import write_synthetic_corpus
     from .features.training_data import preparsed_annotator
     from .inference import pipeline as _registers_task  # noqa: F401  (registers "syntax-translation")
@@ -150,6 +151,10 @@ def run_demo(
         if result.interrupted_by is not None:  # training logged where it stopped and how to resume
             raise DemoInterrupted(result.interrupted_by)
         tokenizer = result.trainer.processing_class  # one shared tokenizer for a fair comparison
+        if not lowercases(tokenizer):  # the corpus is lowercase: read "The Dog" as "the dog", not unknown capitals
+            add_lowercasing(tokenizer)
+            clear_call_state(tokenizer)
+            tokenizer.save_pretrained(run_dir)
         results[preset] = {
             "bleu": result.metrics.get("eval_bleu"),
             "chrf": result.metrics.get("eval_chrf"),

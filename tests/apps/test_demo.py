@@ -109,6 +109,11 @@ def test_the_demo_syntax_model_translates_raw_text_everywhere_with_no_parser_giv
     sentences = (out / "data" / "dev.src").read_text().splitlines()[:2] + ["The dog saw the cat.", "the zebra slept ."]
     outputs = pipeline("syntax-translation", model=model)(sentences, max_new_tokens=4)
     assert ["error" in output for output in outputs] == [False, False, False, True]
+    assert "warning" not in outputs[2]  # the capitals of a lowercase corpus are read lowercase, not unknown
+    from transformers import AutoTokenizer
+
+    backend = AutoTokenizer.from_pretrained(model).backend_tokenizer  # its subwords, without the parse
+    assert backend.encode("The Dog SAW").ids == backend.encode("the dog saw").ids
     assert "'zebra' is not a word of the demo grammar" in outputs[3]["error"]
     translator = Translator.load(model)
     rows, messages = translate_all([translator], sentences[:3], beams=1, max_new_tokens=4)
