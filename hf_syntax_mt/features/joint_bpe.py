@@ -144,11 +144,14 @@ def _is_cjk_despacing(normalizer: dict) -> bool:
 
 def despaces_cjk(tokenizer) -> bool:
     """Whether the (fast) tokenizer's normalizer removes the whitespace next to CJK characters."""
+    return any(_is_cjk_despacing(step) for step in _normalizer_steps(tokenizer))
+
+
+def _normalizer_steps(tokenizer) -> list[dict]:
+    """The steps of a (fast) tokenizer's normalizer, each as tokenizer.json holds it."""
     normalizer = getattr(tokenizer, "backend_tokenizer", tokenizer).normalizer
-    # the normalizer's JSON, as tokenizer.json holds it
     normalizer = {} if normalizer is None else json.loads(normalizer.__getstate__())
-    steps = normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else [normalizer]
-    return any(_is_cjk_despacing(step) for step in steps)
+    return normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else [normalizer]
 
 
 def _add_cjk_despacing(backend: Tokenizer) -> None:
@@ -168,10 +171,7 @@ def add_cjk_despacing(tokenizer) -> None:
 
 def lowercases(tokenizer) -> bool:
     """Whether the (fast) tokenizer's normalizer lowercases the text."""
-    normalizer = getattr(tokenizer, "backend_tokenizer", tokenizer).normalizer
-    normalizer = {} if normalizer is None else json.loads(normalizer.__getstate__())
-    steps = normalizer.get("normalizers", []) if normalizer.get("type") == "Sequence" else [normalizer]
-    return any(step.get("type") == "Lowercase" for step in steps)
+    return any(step.get("type") == "Lowercase" for step in _normalizer_steps(tokenizer))
 
 
 def add_lowercasing(tokenizer) -> None:
