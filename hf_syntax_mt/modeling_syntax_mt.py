@@ -30,23 +30,25 @@ from transformers.modeling_utils import PreTrainedModel
 from transformers.utils import logging
 from transformers.utils.deprecation import deprecate_kwarg
 
+from .attention_functions import ATTENTION_FUNCTIONS, choose_attention, make_attention_mask
 from .configuration_syntax_mt import SyntaxMTConfig
 from .fast_ops import dropout, label_smoothed_cross_entropy
-
-# importable from here as before they moved
 from .model_files import DamagedModelFileError, check_model_files, check_weights_files  # noqa: F401
 from .relation_attention import (  # noqa: F401
     IGNORE_INDEX,
     NO_RELATION,
-    BucketRelationTerm,
     RelationIds,
-    RelationTerm,
+    RelationTable,
+    RelativePositionIdTable,
+    SyntaxMTRelations,
+    check_source_relation_ids,
     combined_relation_ids,
     combined_relation_table,
     dependency_depth_buckets,
     dependency_relation_ids,
     labeled_relation_names,
     localized_attention_log_mask,
+    make_source_relation_ids,
     relation_logits,
     relation_values,
     relative_position_ids,
@@ -113,26 +115,18 @@ def decoder_parse_targets(target_heads, supervised_row="reading"):
     return target_heads.masked_fill(target_heads > positions, IGNORE_INDEX)
 
 
-class RelationTable(nn.Module):
-    """Learned key/value embeddings w^K, w^V ∈ R^{V × d_k} of one relation type, shared by all heads."""
-
-    def __init__(self, num_relations, head_dim):
-        super().__init__()
-        self.key = nn.Parameter(torch.zeros(num_relations, head_dim))
-        self.value = nn.Parameter(torch.zeros(num_relations, head_dim))
-
-
-
 class SyntaxMTAttention(nn.Module):
     """Multi-head attention with optional relation terms, localized-attention mask and parse head.
 
         e_ij = q_i · (k_j + r^K_ij) / sqrt(d_k) (+ log G_ij on localized heads)
         z_i  = Σ_j α_ij (v_j + r^V_ij)
 
-    where r is the relation vector of the pair's combined id (Shaw a + dependency b, or Concat(a, b) W_rel;
-    `relation_attention.combined_relation_table`). With `parse_head=True`, head 0 is a bi-affine parse head (seeds 001/004):
+    where r is the relation vector of the pair's combined id (Shaw a + dependency b, or Concat(a, b) W_rel), which
+    the layer's `AttentionRelation` contributes (`relation_attention`). With `parse_head=True`, head 0 is a bi-affine
+    parse head (seeds 001/004):
         s_tq = Q_p[t] U K_p[q]^T + K_p[q] · u,   A_parse = softmax_q(s)
-    and its scores are returned as `parse_logits`.
+    and its scores are returned as `parse_logits`. The attention itself is the function `choose_attention` names
+    (`attention_functions.ATTENTION_FUNCTIONS`: "sdpa" by default, "eager", "flex_attention").
     """
 
     def __init__(self, config, num_heads, is_cross_attention=False, parse_head=False, layer_idx=None):
@@ -158,103 +152,68 @@ class SyntaxMTAttention(nn.Module):
         batch, length, _ = states.shape
         return projection(states).view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)
 
+    def _keys_and_values(self, hidden_states, key_value_states, cache):
+        """(B, H, k, d) keys and values: projected, appended to the cache, or read from it (cross-attention)."""
+        layer_cache = cache
+        if isinstance(cache, EncoderDecoderCache):
+            layer_cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
+        if self.is_cross_attention and layer_cache is not None and cache.is_updated.get(self.layer_idx):
+            return layer_cache.layers[self.layer_idx].keys, layer_cache.layers[self.layer_idx].values
+        source = key_value_states if self.is_cross_attention else hidden_states
+        key, value = self._project(source, self.k_proj), self._project(source, self.v_proj)
+        if layer_cache is not None:
+            key, value = layer_cache.update(key, value, self.layer_idx)
+            if self.is_cross_attention:
+                cache.is_updated[self.layer_idx] = True
+        return key, value
+
     def forward(
         self,
         hidden_states,
         key_value_states=None,
-        padding_mask=None,
-        causal=False,
+        mask=None,
         cache=None,
-        relation_terms=(),
+        relation=None,
         localized_log_mask=None,
         localized_heads=0,
         need_weights=False,
     ):
         """
-        With `config._attn_implementation == "sdpa"` (the default), no value term read through pair ids and
-        no `need_weights`, this runs through fused `F.scaled_dot_product_attention`: bucket relation terms
-        (relative depth) ride along as extra q/k/v columns, the key term of a `RelationTerm` and log G of
-        localized heads enter its additive mask, and only a parse head's softmax is explicit. Otherwise (and
-        always with `attn_implementation="eager"`, faster under CPU bf16 autocast) the explicit path adds the
-        key term (one gather of q·W^K^T) to the (B, H, q, k) scores and the attention summed per relation id
-        (one scatter-add) times w^V to the output: the value terms need the probabilities, which fused
-        attention does not expose.
-
         Args:
             hidden_states: (B, q, d) queries (and keys/values for self-attention).
             key_value_states: (B, k, d) encoder states for cross-attention.
-            padding_mask: bool (B, k), True where the key is a real token (with a cache: past and new keys).
-            causal: mask keys after the query (query i sits at position past_length + i).
-            relation_terms: at most one `RelationTerm` (pair ids) and `BucketRelationTerm`s.
+            mask: the forward's `AttentionMask` (padding, and the future for causal self-attention) or None.
+            relation: the layer's `AttentionRelation` (None without relation terms).
             localized_log_mask: (B, q, k) log G added to the last `localized_heads` heads.
             need_weights: return the attention probabilities.
         Returns:
             (output (B, q, d), attention probabilities (B, H, q, k) or None, parse logits (B, q, k) or None)
         """
         query = self._project(hidden_states, self.q_proj)
-        layer_cache = cache
-        if isinstance(cache, EncoderDecoderCache):
-            layer_cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
-        if self.is_cross_attention and layer_cache is not None and cache.is_updated.get(self.layer_idx):
-            key, value = layer_cache.layers[self.layer_idx].keys, layer_cache.layers[self.layer_idx].values
-        else:
-            source = key_value_states if self.is_cross_attention else hidden_states
-            key, value = self._project(source, self.k_proj), self._project(source, self.v_proj)
-            if layer_cache is not None:
-                key, value = layer_cache.update(key, value, self.layer_idx)
-                if self.is_cross_attention:
-                    cache.is_updated[self.layer_idx] = True
-
-        query_length, key_length = query.shape[2], key.shape[2]
-        mask = None
-        if padding_mask is not None:
-            mask = ~padding_mask[:, None, None, :].bool()
-        if causal:
-            past_length = key_length - query_length
-            future = torch.ones(query_length, key_length, dtype=torch.bool, device=query.device).triu(past_length + 1)
-            mask = future[None, None] if mask is None else mask | future
-
+        key, value = self._keys_and_values(hidden_states, key_value_states, cache)
         if localized_log_mask is None or localized_heads == 0:
             localized_log_mask, localized_heads = None, 0
-        pair_term = next((term for term in relation_terms if isinstance(term, RelationTerm)), None)
-        bucket_terms = [term for term in relation_terms if isinstance(term, BucketRelationTerm)]
-        value_term = pair_term if pair_term is not None and pair_term.value_table is not None else None
-        fused = self.config._attn_implementation == "sdpa" and value_term is None and not need_weights
-        if fused and pair_term is not None and hidden_states.device.type == "cpu" and torch.is_grad_enabled():
-            # a key term that learns makes the CPU's fused attention fall back to its unfused form, which costs more
-            # operations than the explicit path (CUDA's memory-efficient kernel learns the mask)
-            fused = not (pair_term.key_table.requires_grad or hidden_states.requires_grad)
+        learning = torch.is_grad_enabled() and (query.requires_grad or (
+            relation is not None and relation.key_table is not None and relation.key_table.requires_grad))
+        implementation = choose_attention(self.config._attn_implementation, relation, need_weights, self.training,
+                                          self.dropout, query.device, learning)
         scaled_query = query * self.scaling
-        if not fused:  # (B, H, ·, d) in memory order: the products below read them without a copy each
+        if implementation == "eager":  # (B, H, ·, d) in memory order: the products read them without a copy each
             scaled_query, key, value = scaled_query.contiguous(), key.contiguous(), value.contiguous()
-        extended_query, extended_key, extended_value = self._extend_with_buckets(scaled_query, key, value, bucket_terms)
-        batch_size = hidden_states.shape[0]
         parse_logits = self._parse_logits(query, key, mask) if self.parse_head else None
-        relation_bias = None
-        if pair_term is not None and pair_term.key_table is not None:
-            relation_bias = relation_logits(scaled_query, pair_term.ids, pair_term.key_table)
-
-        if fused:
-            output = self._fused(extended_query, extended_key, extended_value, mask, parse_logits,
-                                 localized_log_mask, localized_heads, relation_bias)
-            return self._finish(output, bucket_terms, (), batch_size), None, parse_logits
-
-        scores = extended_query @ extended_key.transpose(-1, -2)
-        if relation_bias is not None:
-            scores = scores.add_(relation_bias)
-        if localized_heads:
-            scores[:, -localized_heads:] += localized_log_mask[:, None]
-        if parse_logits is not None:
-            scores = torch.cat([parse_logits[:, None], scores[:, 1:]], dim=1)
-        if mask is not None:
-            scores.masked_fill_(mask, torch.finfo(scores.dtype).min)
-        probs = scores.softmax(dim=-1)
-        dropped = dropout(probs, p=self.dropout, training=self.training)
-        relation_outputs = []
-        if value_term is not None:
-            relation_outputs.append(relation_values(dropped, value_term.ids, value_term.value_table))
-        output = self._finish(dropped @ extended_value, bucket_terms, relation_outputs, batch_size)
-        return output, probs, parse_logits
+        relation_scores = None
+        if relation is not None:
+            relation_scores = relation.key_scores(scaled_query)
+            scaled_query, key, value = relation.extend(scaled_query, key, value)
+        output, probs = ATTENTION_FUNCTIONS[implementation](
+            self, scaled_query, key, value, mask=mask, relation=relation, relation_scores=relation_scores,
+            parse_logits=parse_logits, localized_log_mask=localized_log_mask, localized_heads=localized_heads,
+        )
+        if relation is not None:
+            output = relation.finish(output, self.head_dim, self.parse_head)
+        batch_size, length = hidden_states.shape[:2]
+        output = self.out_proj(output.transpose(1, 2).reshape(batch_size, length, self.embed_dim))
+        return output, probs if need_weights else None, parse_logits
 
     def _parse_logits(self, query, key, mask):
         """Bi-affine scores of head 0, s = Q_p U K_p^T + K_p u (unscaled), masked like the attention scores."""
@@ -262,122 +221,8 @@ class SyntaxMTAttention(nn.Module):
         parse_logits = (parse_query @ self.parse_bilinear) @ parse_key.transpose(-1, -2)
         parse_logits = parse_logits + (parse_key @ self.parse_key_bias)[:, None, :]
         if mask is not None:
-            parse_logits = parse_logits.masked_fill(mask[:, 0], torch.finfo(parse_logits.dtype).min)
+            parse_logits = parse_logits.masked_fill(mask.blocked[:, 0], torch.finfo(parse_logits.dtype).min)
         return parse_logits
-
-    def _fused(self, query, key, value, mask, parse_logits, localized_log_mask, localized_heads, relation_bias=None):
-        """Fused attention per group of heads: the parse head (explicit softmax of its logits), the plain heads,
-        and the localized heads with log G in their additive mask, the relation key term (B, H, q, k) in the
-        additive mask of every head but the parse head -> (B, H, q, d_v)."""
-        heads = self.num_heads
-        first = 1 if parse_logits is not None else 0
-        localized_start = max(heads - localized_heads, first) if localized_heads else heads
-        outputs = []
-        if parse_logits is not None:
-            probs = dropout(parse_logits.softmax(-1), p=self.dropout, training=self.training)
-            outputs.append((probs @ value[:, 0])[:, None])
-        for start, end, log_mask in ((first, localized_start, None), (localized_start, heads, localized_log_mask)):
-            if start == end:
-                continue
-            additive_mask = None  # additive, as the explicit path: a fully masked row gets uniform weights, not NaN
-            if relation_bias is not None:
-                additive_mask = relation_bias[:, start:end]
-            if log_mask is not None:
-                log_mask = log_mask[:, None].to(query.dtype)
-                additive_mask = log_mask if additive_mask is None else additive_mask + log_mask
-            if mask is not None:
-                if additive_mask is None:
-                    additive_mask = torch.zeros(mask.shape, dtype=query.dtype, device=query.device)
-                additive_mask = additive_mask.masked_fill(mask, torch.finfo(query.dtype).min)
-            outputs.append(F.scaled_dot_product_attention(
-                query[:, start:end], key[:, start:end], value[:, start:end], attn_mask=additive_mask,
-                dropout_p=self.dropout if self.training else 0.0, scale=1.0,
-            ))
-        return torch.cat(outputs, 1) if len(outputs) > 1 else outputs[0]
-
-    def _extend_with_buckets(self, scaled_query, key, value, bucket_terms):
-        """Append each `BucketRelationTerm`'s columns: query [q·w^K_{R[i, m]}]_m, key O[j] (key term)
-        and value O[j] (value term), so that (q ⊕ ·)·(k ⊕ O) and α @ (v ⊕ O) carry the relation terms."""
-        if not bucket_terms:
-            return scaled_query, key, value
-        queries, keys, values = [scaled_query], [key], [value]
-        for term in bucket_terms:
-            buckets = term.key_buckets[:, None].expand(-1, key.shape[1], -1, -1).to(key.dtype)
-            if term.key_table is not None:
-                queries.append(relation_logits(scaled_query, term.query_ids, term.key_table))
-                keys.append(buckets)
-            if term.value_table is not None:
-                values.append(buckets)
-        return torch.cat(queries, -1), torch.cat(keys, -1), torch.cat(values, -1)
-
-    def _finish(self, output, bucket_terms, relation_outputs, batch_size):
-        """Head outputs α @ v plus the value terms (pair terms given; bucket terms from the attention
-        mass per bucket in the extra value columns), none on a parse head; merge heads, project."""
-        relation_outputs, start = list(relation_outputs), self.head_dim
-        for term in bucket_terms:
-            if term.value_table is not None:
-                width = term.key_buckets.shape[-1]
-                bucket_mass = output[..., start : start + width]
-                relation_outputs.append(relation_values(bucket_mass, term.query_ids, term.value_table))
-                start += width
-        head_output = output[..., : self.head_dim]
-        if relation_outputs:
-            relation_output = relation_outputs[0]
-            for other in relation_outputs[1:]:
-                relation_output = relation_output + other
-            if self.parse_head:  # M_parse = A_parse V_p: no relation term on the parse head
-                relation_output = torch.cat([torch.zeros_like(relation_output[:, :1]), relation_output[:, 1:]], 1)
-            head_output = head_output + relation_output
-        head_output = head_output.transpose(1, 2).reshape(batch_size, head_output.shape[2], self.embed_dim)
-        return self.out_proj(head_output)
-
-
-class SyntaxMTRelations(nn.Module):
-    """The relation tables of one self-attention layer and how they combine (SPEC §2–4).
-
-    `sum` (seed 000): r = a + b. `concat_linear` (seed 002): r = Concat(a, b) W_rel, made once a layer for every
-    combined id (`combined_relation_table`).
-    """
-
-    def __init__(self, config, head_dim, use_dependency):
-        super().__init__()
-        self.config = config
-        self.relative = RelationTable(2 * config.max_relative_position + 1, head_dim) if config.relative_positions else None
-        self.dependency = None
-        if use_dependency and config.dependency_relations is not None:
-            k = config.max_dependency_distance
-            size = 2 * k + 1 if config.dependency_relations == "depth" else 2 * k + 2
-            self.dependency = RelationTable(size, head_dim)
-        self.combine = None
-        if self.relative is not None and self.dependency is not None and config.relation_combination == "concat_linear":
-            self.combine = nn.ModuleDict(
-                {"key": nn.Linear(2 * head_dim, head_dim, bias=False), "value": nn.Linear(2 * head_dim, head_dim, bias=False)}
-            )
-
-    def terms(self, relations=None):
-        """The layer's relation terms for the relations of this forward: a `RelationTerm` reading `RelationIds`
-        (Shaw positions and/or tree relations, with their combined tables, `combined_relation_table`), or a
-        `BucketRelationTerm` for relative depth alone given as `dependency_depth_buckets` output."""
-        config = self.config
-        if relations is None:
-            return []
-        tables = {}
-        for side, position_on, tree_on in (("key", config.relative_key_term, config.dependency_key_term),
-                                           ("value", config.relative_value_term, config.dependency_value_term)):
-            position = getattr(self.relative, side) if self.relative is not None and position_on else None
-            tree = getattr(self.dependency, side) if self.dependency is not None and tree_on else None
-            tables[side] = position, tree
-        if not isinstance(relations, RelationIds):  # key buckets and the `RelationIds` of depth alone (no positions)
-            key_buckets, ids = relations
-            key, value = (combined_relation_table(None, tables[side][1], 1, ids.tree_size) for side in tables)
-            return [BucketRelationTerm(key_buckets, ids.ids, key, value)]
-        num_positions = self.relative.key.shape[0] if self.relative is not None else 1
-        key, value = (
-            combined_relation_table(*tables[side], num_positions, relations.tree_size,
-                                    self.combine[side].weight if self.combine is not None else None)
-            for side in tables
-        )
-        return [RelationTerm(relations.ids, key, value)] if key is not None or value is not None else []
 
 
 class SyntaxMTFeedForward(nn.Module):
@@ -418,15 +263,16 @@ class SyntaxMTEncoderLayer(GradientCheckpointingLayer):
         hidden_states = hidden_states + dropout(output, self.dropout, self.training)
         return (hidden_states if pre_ln else layer_norm(hidden_states)), extras
 
-    def forward(self, hidden_states, padding_mask, relations=None, localized_log_mask=None, output_attentions=False):
-        terms = self.relations.terms(relations)
+    def forward(self, hidden_states, mask, relation_ids=None, localized_log_mask=None, output_attentions=False):
+        """mask: the forward's `AttentionMask`; relation_ids: its `RelationIds` (shared by the layers)."""
+        relation = self.relations(relation_ids)
         hidden_states, (probs, parse_logits) = self._residual(
             hidden_states,
             self.self_attn_layer_norm,
             lambda x: self.self_attn(
                 x,
-                padding_mask=padding_mask,
-                relation_terms=terms,
+                mask=mask,
+                relation=relation,
                 localized_log_mask=localized_log_mask if self.localized_heads else None,
                 localized_heads=self.localized_heads,
                 need_weights=output_attentions,
@@ -460,24 +306,19 @@ class SyntaxMTDecoderLayer(SyntaxMTEncoderLayer):
         self,
         hidden_states,
         encoder_hidden_states,
-        encoder_padding_mask,
-        padding_mask=None,
+        encoder_mask,
+        mask=None,
         cache=None,
         output_attentions=False,
-        relations=None,
+        relation_ids=None,
     ):
-        terms = self.relations.terms(relations)
+        """encoder_mask, mask: the forward's `AttentionMask`s of the source keys and of the target keys (padding and
+        the future); relation_ids: the Shaw ids of the new queries (`RelationIds`)."""
+        relation = self.relations(relation_ids)
         hidden_states, (self_probs, parse_logits) = self._residual(
             hidden_states,
             self.self_attn_layer_norm,
-            lambda x: self.self_attn(
-                x,
-                padding_mask=padding_mask,
-                causal=True,
-                cache=cache,
-                relation_terms=terms,
-                need_weights=output_attentions,
-            ),
+            lambda x: self.self_attn(x, mask=mask, cache=cache, relation=relation, need_weights=output_attentions),
         )
         hidden_states, (cross_probs, _) = self._residual(
             hidden_states,
@@ -485,7 +326,7 @@ class SyntaxMTDecoderLayer(SyntaxMTEncoderLayer):
             lambda x: self.encoder_attn(
                 x,
                 key_value_states=encoder_hidden_states,
-                padding_mask=encoder_padding_mask,
+                mask=encoder_mask,
                 cache=cache,
                 need_weights=output_attentions,
             ),
@@ -552,6 +393,7 @@ class SyntaxMTPreTrainedModel(PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True  # the layers are GradientCheckpointingLayers
     _supports_sdpa = True  # "eager" runs every attention through the explicit path
+    _supports_flex_attn = True  # "flex_attention": `attention_functions.flex_attention`
     accepts_loss_kwargs = False  # the loss is a per-batch mean (token + parse terms)
     _no_split_modules = ["SyntaxMTEncoderLayer", "SyntaxMTDecoderLayer"]
 
@@ -567,7 +409,8 @@ class SyntaxMTPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def _can_set_attn_implementation(cls) -> bool:
-        """`set_attn_implementation("eager" | "sdpa")` works: attention reads the config at every call."""
+        """`set_attn_implementation("eager" | "sdpa" | "flex_attention")` works: attention reads the config at every
+        call (`attention_functions.choose_attention`)."""
         return True
 
     def _output_switches(self, output_attentions, output_hidden_states, return_dict):
@@ -638,13 +481,14 @@ class SyntaxMTSourceParser(nn.Module):
         self.arc_bilinear = nn.Parameter(torch.zeros(head_dim, head_dim))
         self.arc_key_bias = nn.Parameter(torch.zeros(head_dim))
 
-    def forward(self, hidden_states, padding_mask, relations=None):
+    def forward(self, hidden_states, mask, relation_ids=None):
+        """mask: the encoder's `AttentionMask`; relation_ids: its Shaw ids (`RelationIds`) or None."""
         for layer in self.layers:
-            hidden_states, _, _ = layer(hidden_states, padding_mask, relations)
+            hidden_states, _, _ = layer(hidden_states, mask, relation_ids)
         query = self.arc_query(hidden_states) / math.sqrt(self.arc_bilinear.shape[0])
         key = self.arc_key(hidden_states)
         scores = (query @ self.arc_bilinear) @ key.transpose(-1, -2) + (key @ self.arc_key_bias)[:, None, :]
-        return scores.masked_fill(~padding_mask[:, None, :], torch.finfo(scores.dtype).min)
+        return scores.masked_fill(mask.blocked[:, 0], torch.finfo(scores.dtype).min)
 
 
 def decode_source_heads(tree_logits, input_ids, attention_mask, special_token_ids):
@@ -676,6 +520,7 @@ class SyntaxMTStack(SyntaxMTPreTrainedModel):
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.layers = nn.ModuleList([layer_class(config, i + 1) for i in range(num_layers)])
         self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
+        self.relative_position_ids = RelativePositionIdTable(config.max_relative_position)
         self.post_init()
 
     def get_input_embeddings(self):
@@ -683,17 +528,6 @@ class SyntaxMTStack(SyntaxMTPreTrainedModel):
 
     def set_input_embeddings(self, value):
         self.embed_tokens = value
-
-    def relative_position_ids(self, query_length, key_length, past_length, device):
-        """Shaw ids clip(j - (past + i), k) + k of queries past..past+q-1 and keys 0..k-1 (`relative_position_ids`),
-        read from a table made once and grown on demand: a decoding step makes no operation for them."""
-        size = max(key_length, past_length + query_length)
-        table = getattr(self, "_relative_position_table", None)
-        if table is None or table.shape[0] < size or table.device != torch.device(device):
-            size = max(size, 2 * table.shape[0] if table is not None and table.device == torch.device(device) else 64)
-            table = relative_position_ids(size, size, self.config.max_relative_position, device=device)
-            self._relative_position_table = table
-        return table[past_length : past_length + query_length, :key_length]
 
     def embed(self, input_ids=None, inputs_embeds=None, past_length=0, side="source"):
         if inputs_embeds is None:
@@ -711,19 +545,6 @@ class SyntaxMTStack(SyntaxMTPreTrainedModel):
         return dropout(hidden_states, p=self.config.dropout, training=self.training)
 
 
-def source_relations(config, position_ids, source_heads, dtype=torch.float32):
-    """The relations of the encoder's self-attention in one forward, shared by its layers: `RelationIds` of the
-    Shaw ids `position_ids` (n, n) (or None) and the tree relations of `source_heads` (B, n), or, for relative depth
-    without Shaw positions, the key buckets of `dependency_depth_buckets` (which run inside fused attention) and the
-    `RelationIds` of their query ids."""
-    distance = config.max_dependency_distance
-    if config.dependency_relations == "depth" and position_ids is None:
-        key_buckets, query_ids = dependency_depth_buckets(source_heads, distance, dtype)
-        return key_buckets, combined_relation_ids(tree_ids=query_ids, num_tree_relations=2 * distance + 1)
-    tree_ids, size = dependency_relation_ids(source_heads, config.dependency_relations, distance)
-    return combined_relation_ids(position_ids, tree_ids, size)
-
-
 class SyntaxMTEncoder(SyntaxMTStack):
     def __init__(self, config):
         super().__init__(config, SyntaxMTEncoderLayer, config.encoder_layers)
@@ -739,9 +560,13 @@ class SyntaxMTEncoder(SyntaxMTStack):
         output_attentions=None,
         output_hidden_states=None,
         return_dict=None,
+        source_relation_ids=None,
+        source_key_buckets=None,
     ):
         """Encode the source; `source_heads` / `source_distances` as in SPEC §7. A self-parsing model
-        without `source_heads` reads the tree its parse module predicts (SPEC §9)."""
+        without `source_heads` reads the tree its parse module predicts (SPEC §9). `source_relation_ids` (and
+        `source_key_buckets`), the relation ids the data collator made on the host (`SourceRelationIds`), replace
+        the ones the model makes from `source_heads`."""
         config = self.config
         output_attentions, output_hidden_states, return_dict = self._output_switches(
             output_attentions, output_hidden_states, return_dict
@@ -755,6 +580,7 @@ class SyntaxMTEncoder(SyntaxMTStack):
         reference = input_ids if input_ids is not None else hidden_states[..., 0]
         if attention_mask is None:
             attention_mask = torch.ones(batch_size, length, dtype=torch.long, device=hidden_states.device)
+        mask = make_attention_mask(attention_mask, length, length)
         preset = config.preset or "this configuration"
         position_ids = None
         if config.relative_positions:
@@ -762,7 +588,7 @@ class SyntaxMTEncoder(SyntaxMTStack):
         position_relations = combined_relation_ids(position_ids) if position_ids is not None else None
         source_tree_logits = None
         if self.source_parser is not None:
-            source_tree_logits = self.source_parser(hidden_states, attention_mask.bool(), position_relations)
+            source_tree_logits = self.source_parser(hidden_states, mask, position_relations)
             own_tree_rate = config.self_parsing_own_tree_rate if self.training else 0.0
             if source_heads is None or own_tree_rate:
                 if input_ids is None:
@@ -775,8 +601,12 @@ class SyntaxMTEncoder(SyntaxMTStack):
                 else:  # training: a share of the sentences read the model's own tree
                     own = torch.rand(batch_size, device=own_heads.device) < own_tree_rate
                     source_heads = torch.where(own[:, None], own_heads, source_heads)
-        relations = position_relations
-        if config.dependency_relations is not None or (config.dbsa_encoder_layer and source_heads is not None):
+        relation_ids = position_relations
+        if source_relation_ids is not None and config.dependency_relations is not None and not config.self_parsing:
+            relation_ids = check_source_relation_ids(config, source_relation_ids, source_key_buckets, reference)
+            if config.dbsa_encoder_layer and source_heads is not None:
+                walk_to_roots(source_heads.masked_fill(attention_mask == 0, IGNORE_INDEX), ancestors=False)
+        elif config.dependency_relations is not None or (config.dbsa_encoder_layer and source_heads is not None):
             if source_heads is None:
                 raise ValueError(
                     f"{preset} uses dependency relations ({config.dependency_relations}) and needs `source_heads` "
@@ -785,7 +615,9 @@ class SyntaxMTEncoder(SyntaxMTStack):
             _check_features("source_heads", source_heads, reference)
             source_heads = source_heads.masked_fill(attention_mask == 0, IGNORE_INDEX)
             if config.dependency_relations is not None:
-                relations = source_relations(config, position_ids, source_heads, hidden_states.dtype)
+                relation_ids = make_source_relation_ids(config, source_heads, position_ids)
+                if relation_ids.key_buckets is not None:
+                    relation_ids.key_buckets = relation_ids.key_buckets.to(hidden_states.dtype)
             else:
                 walk_to_roots(source_heads, ancestors=False)  # validates the gold trees of the parse loss
         localized_log_mask = None
@@ -805,12 +637,11 @@ class SyntaxMTEncoder(SyntaxMTStack):
             _check_features("source_distances", source_distances, reference)
             localized_log_mask = localized_attention_log_mask(source_distances, config.sla_tau)
 
-        padding_mask = attention_mask.bool()
         all_hidden_states, all_attentions, parse_logits = [], [], None
         for layer in self.layers:
             all_hidden_states.append(hidden_states)
             hidden_states, probs, layer_parse_logits = layer(
-                hidden_states, padding_mask, relations, localized_log_mask, output_attentions
+                hidden_states, mask, relation_ids, localized_log_mask, output_attentions
             )
             all_attentions.append(probs)
             if layer_parse_logits is not None:
@@ -880,23 +711,24 @@ class SyntaxMTDecoder(SyntaxMTStack):
                     f"{past_length} cached + {length} new tokens: give the mask of all {past_length + length}"
                 )
             padding_mask = attention_mask.bool()
-        encoder_padding_mask = None if encoder_attention_mask is None else encoder_attention_mask.bool()
-        relations = None
+        device = hidden_states.device
+        mask = make_attention_mask(padding_mask, length, past_length + length, causal=True, device=device)
+        encoder_mask = None if encoder_attention_mask is None else make_attention_mask(encoder_attention_mask)
+        relation_ids = None
         if config.relative_positions:  # one new row a decoding step
-            relations = combined_relation_ids(
-                self.relative_position_ids(length, past_length + length, past_length, hidden_states.device)
-            )
+            relation_ids = combined_relation_ids(self.relative_position_ids(length, past_length + length, past_length,
+                                                                            device))
         all_hidden_states, self_attentions, cross_attentions, parse_logits = [], [], [], None
         for layer in self.layers:
             all_hidden_states.append(hidden_states)
             hidden_states, self_probs, cross_probs, layer_parse_logits = layer(
                 hidden_states,
                 encoder_hidden_states,
-                encoder_padding_mask,
-                padding_mask=padding_mask,
+                encoder_mask,
+                mask=mask,
                 cache=cache,
                 output_attentions=output_attentions,
-                relations=relations,
+                relation_ids=relation_ids,
             )
             self_attentions.append(self_probs)
             cross_attentions.append(cross_probs)
@@ -963,6 +795,8 @@ class SyntaxMTModel(SyntaxMTPreTrainedModel):
         output_attentions=None,
         output_hidden_states=None,
         return_dict=None,
+        source_relation_ids=None,
+        source_key_buckets=None,
     ):
         """Syntax features reach the encoder only; once `encoder_outputs` is given they are ignored.
         `decoder_attention_mask` (B, past + m) masks padded decoder tokens as keys (1 = real)."""
@@ -979,6 +813,8 @@ class SyntaxMTModel(SyntaxMTPreTrainedModel):
                 output_attentions=output_attentions,
                 output_hidden_states=output_hidden_states,
                 return_dict=True,
+                source_relation_ids=source_relation_ids,
+                source_key_buckets=source_key_buckets,
             )
         elif not isinstance(encoder_outputs, SyntaxMTEncoderOutput):
             encoder_outputs = SyntaxMTEncoderOutput(*encoder_outputs)
@@ -1088,11 +924,15 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
         output_attentions=None,
         output_hidden_states=None,
         return_dict=None,
+        source_relation_ids=None,
+        source_key_buckets=None,
     ):
         """
         labels: (B, m) target ids, -100 ignored; decoder inputs are labels shifted right.
         source_heads, source_distances, target_heads: syntax features (SPEC §7); `target_heads`
         indexes the labels row and is shifted with it (`shift_target_heads_right`).
+        source_relation_ids, source_key_buckets: the encoder's relation ids made by the data collator
+        (`SourceRelationIds`), in place of the ones the model makes from `source_heads`.
         loss = token loss + λ_enc · encoder parse loss + λ_dec · decoder parse loss; the token loss is
         the cross-entropy, label-smoothed with ε = `config.label_smoothing` (default 0: plain CE); a parse
         term is added when its gold heads are given (required in training, optional in evaluation).
@@ -1136,6 +976,8 @@ class SyntaxMTForConditionalGeneration(SyntaxMTPreTrainedModel, GenerationMixin)
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
             return_dict=True,
+            source_relation_ids=source_relation_ids,
+            source_key_buckets=source_key_buckets,
         )
         logits = F.linear(outputs.last_hidden_state, self.lm_head.weight, self.final_logits_bias[0])
 

@@ -16,8 +16,14 @@ operations whatever the combination:
                                                                               product with the table).
 
 Relative depth alone is factorised through key buckets instead, M extra columns of q, k and v
-(`dependency_depth_buckets`, `BucketRelationTerm`), so that it runs inside fused attention; key terms alone
-(`relative_value_term` / `dependency_value_term` off) enter fused attention as its additive mask.
+(`dependency_depth_buckets`), so that it runs inside fused attention; key terms alone (`relative_value_term` /
+`dependency_value_term` off) enter fused attention as its additive mask, or FlexAttention's `score_mod`.
+
+One place a method: its ids (the functions of the first section, combined by `make_source_relation_ids` once a forward, by
+the model or by the data collator, `SourceRelationIds`), its parameters (`ShawRelativePositions`,
+`DependencyRelativeDepth`, `LabeledTreeRelations`, `ConcatLinearCombination`, held by a layer's `SyntaxMTRelations`),
+and what it contributes to attention (`AttentionRelation`, which the attention functions of `attention_functions`
+read).
 
 Imported by `modeling_syntax_mt` and copied with it next to saved models (`trust_remote_code`): torch only.
 """
@@ -26,6 +32,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 IGNORE_INDEX = -100
@@ -238,21 +245,42 @@ def tree_distances(source_heads, large_distance=2000.0):
 
 
 # ---------------------------------------------------------------------------------------------
-# Relation terms of attention
+# The relation ids of one forward: one combined id per query–key pair, made once and shared by the layers
 # ---------------------------------------------------------------------------------------------
 
 
-class RelationIds(NamedTuple):
+def num_tree_relations(config):
+    """Number of tree-relation embeddings of `config.dependency_relations` (0 without): 2l + 1 depth differences
+    (`depth`), or self, sib and 2k signed ancestor distances (`labeled`)."""
+    scheme, distance = config.dependency_relations, config.max_dependency_distance
+    if scheme is None:
+        return 0
+    if scheme not in ("depth", "labeled"):
+        raise ValueError(f"unknown dependency relation scheme {scheme!r}")
+    return 2 * distance + 1 if scheme == "depth" else 2 * distance + 2
+
+
+def uses_depth_buckets(config):
+    """Relative depth without Shaw positions runs through key buckets (`dependency_depth_buckets`), inside fused
+    attention even with its value term; every other relation preset reads one id per pair."""
+    return config.dependency_relations == "depth" and not config.relative_positions
+
+
+@dataclass
+class RelationIds:
     """The relation id of every query–key pair of one forward, made once and shared by the layers (SPEC §2–4):
 
         id(i, j) = a(i, j) · T + b(i, j),
 
     a the Shaw id clip(j - i, k) + k (0 without relative positions), b the tree id (dependency depth or labeled
     relation; T - 1 for NO_RELATION, the zero vector; T = 1 without tree relations). ids: LongTensor (B, q, k), or
-    (1, q, k) when they are the same for every row (positions only)."""
+    (1, q, k) when they are the same for every row (positions only). For relative depth in key buckets
+    (`uses_depth_buckets`), ids are the per-query ids R (B, n, M) and key_buckets the one-hot buckets O (B, n, M) of
+    `dependency_depth_buckets`: id(i, j) = R[i, m(j)]."""
 
     ids: torch.Tensor
     tree_size: int
+    key_buckets: Optional[torch.Tensor] = None
 
 
 def combined_relation_ids(position_ids=None, tree_ids=None, num_tree_relations=0):
@@ -264,6 +292,143 @@ def combined_relation_ids(position_ids=None, tree_ids=None, num_tree_relations=0
     if position_ids is None:
         return RelationIds(tree_ids, tree_size)
     return RelationIds(position_ids * tree_size + tree_ids, tree_size)
+
+
+def make_source_relation_ids(config, source_heads=None, position_ids=None):
+    """The relation ids of the encoder's self-attention (None when it has no relation terms), made once a forward
+    from `source_heads` (B, n) — by the model, or by the data collator on the host (`SourceRelationIds`) — and
+    the Shaw ids `position_ids` (n, n), made from the length when not given."""
+    if not config.relative_positions and config.dependency_relations is None:
+        return None
+    if config.relative_positions and position_ids is None:
+        length = source_heads.shape[1]
+        position_ids = relative_position_ids(length, length, config.max_relative_position, device=source_heads.device)
+    if config.dependency_relations is None:
+        return combined_relation_ids(position_ids)
+    count = num_tree_relations(config)
+    if uses_depth_buckets(config):
+        key_buckets, query_ids = dependency_depth_buckets(source_heads, config.max_dependency_distance)
+        return RelationIds(combined_relation_ids(tree_ids=query_ids, num_tree_relations=count).ids, count + 1,
+                           key_buckets)
+    tree_ids, _ = dependency_relation_ids(source_heads, config.dependency_relations, config.max_dependency_distance)
+    return combined_relation_ids(position_ids if config.relative_positions else None, tree_ids, count)
+
+
+def check_source_relation_ids(config, relation_ids, key_buckets, input_ids):
+    """`RelationIds` of relation ids given with the batch (`SourceRelationIds`), checked against the tokens
+    (B, n) and the tables of `config`: shape, integer type, ids within the combined table (one look at the data)."""
+    count = num_tree_relations(config)
+    tree_size = count + 1 if count else 1
+    positions = 2 * config.max_relative_position + 1 if config.relative_positions else 1
+    batch_size, length = input_ids.shape[:2]
+    if relation_ids.is_floating_point() or relation_ids.is_complex():
+        raise ValueError(f"source_relation_ids must hold integer relation ids, not {relation_ids.dtype}")
+    buckets = uses_depth_buckets(config)
+    if buckets and key_buckets is None:
+        raise ValueError("source_relation_ids of relative depth alone come with source_key_buckets "
+                         "(hf_syntax_mt.SourceRelationIds makes both)")
+    width = key_buckets.shape[-1] if buckets else length
+    if relation_ids.dim() != 3 or tuple(relation_ids.shape) not in {(batch_size, length, width), (1, length, width)}:
+        raise ValueError(f"source_relation_ids has shape {tuple(relation_ids.shape)}; for input_ids of shape "
+                         f"{tuple(input_ids.shape)} it must be ({batch_size}, {length}, {width})")
+    if buckets and tuple(key_buckets.shape) != (batch_size, length, width):
+        raise ValueError(f"source_key_buckets has shape {tuple(key_buckets.shape)}, not ({batch_size}, {length}, M)")
+    low, high = torch.aminmax(relation_ids)
+    if low.item() < 0 or high.item() >= positions * tree_size:
+        raise ValueError(f"source_relation_ids holds ids in [{low.item()}, {high.item()}], outside the "
+                         f"{positions * tree_size} relations of this configuration: were they made for another one?")
+    return RelationIds(relation_ids.long(), tree_size, key_buckets)
+
+
+class SourceRelationIds:
+    """Adds the encoder's relation ids to a collated batch on the host (a data collator's last step), so that a
+    training step on a GPU launches none of the walk up the trees: `source_relation_ids` (B, n, n) combined ids
+    (`make_source_relation_ids`; (B, n, M) and `source_key_buckets` for relative depth alone). Configurations without
+    tree relations, or that parse for themselves (`self_parsing`: the tree may be the model's own), get nothing."""
+
+    def __init__(self, config):
+        self.config = config
+        self.active = config.dependency_relations is not None and not config.self_parsing
+
+    def __call__(self, batch):
+        if not self.active or batch.get("source_heads") is None:
+            return batch
+        heads = batch["source_heads"]
+        if batch.get("attention_mask") is not None:
+            heads = heads.masked_fill(batch["attention_mask"] == 0, IGNORE_INDEX)
+        relations = make_source_relation_ids(self.config, heads.long())
+        batch["source_relation_ids"] = relations.ids
+        if relations.key_buckets is not None:
+            batch["source_key_buckets"] = relations.key_buckets
+        return batch
+
+
+class RelativePositionIdTable:
+    """Shaw ids clip(j - (past + i), k) + k of queries past..past+q-1 and keys 0..k-1 (`relative_position_ids`),
+    read from a table made once and grown on demand: a decoding step makes no operation for them."""
+
+    def __init__(self, max_relative_position):
+        self.max_relative_position = max_relative_position
+        self.table = None
+
+    def __call__(self, query_length, key_length, past_length, device):
+        size = max(key_length, past_length + query_length)
+        table = self.table
+        if table is None or table.shape[0] < size or table.device != torch.device(device):
+            grown = 2 * table.shape[0] if table is not None and table.device == torch.device(device) else 64
+            size = max(size, grown)
+            self.table = table = relative_position_ids(size, size, self.max_relative_position, device=device)
+        return table[past_length : past_length + query_length, :key_length]
+
+
+# ---------------------------------------------------------------------------------------------
+# The relation methods: each one's parameters, and their combination into one table a layer
+# ---------------------------------------------------------------------------------------------
+
+
+class RelationTable(nn.Module):
+    """Learned key/value embeddings w^K, w^V ∈ R^{V × d_k} of one relation type, shared by all heads."""
+
+    def __init__(self, num_relations, head_dim):
+        super().__init__()
+        self.key = nn.Parameter(torch.zeros(num_relations, head_dim))
+        self.value = nn.Parameter(torch.zeros(num_relations, head_dim))
+
+
+class ShawRelativePositions(RelationTable):
+    """Shaw et al. 2018: a(i, j) = clip(j - i, k) + k (`relative_position_ids`), 2k + 1 embeddings a^K, a^V."""
+
+    def __init__(self, config, head_dim):
+        super().__init__(2 * config.max_relative_position + 1, head_dim)
+
+
+class DependencyRelativeDepth(RelationTable):
+    """Seed 000: b(i, j) = clip(depth_j - depth_i, l) + l within one tree (`dependency_relation_ids`, or key buckets
+    `dependency_depth_buckets`), 2l + 1 embeddings b^K, b^V."""
+
+    def __init__(self, config, head_dim):
+        super().__init__(num_tree_relations(config), head_dim)
+
+
+class LabeledTreeRelations(RelationTable):
+    """Seed 002: self, sib (same head), ±s for an s-th ancestor or descendant (s <= k), no relation otherwise
+    (`dependency_relation_ids`, `labeled_relation_names`), 2k + 2 embeddings."""
+
+    def __init__(self, config, head_dim):
+        super().__init__(num_tree_relations(config), head_dim)
+
+
+TREE_RELATIONS = {"depth": DependencyRelativeDepth, "labeled": LabeledTreeRelations}
+
+
+class ConcatLinearCombination(nn.Module):
+    """Seed 002's combination of Shaw positions and tree relations, r = Concat(a, b) W_rel, one W_rel (d_k, 2 d_k)
+    for the keys and one for the values (`sum`, seed 000's r = a + b, has no parameters)."""
+
+    def __init__(self, head_dim):
+        super().__init__()
+        self.key = nn.Linear(2 * head_dim, head_dim, bias=False)
+        self.value = nn.Linear(2 * head_dim, head_dim, bias=False)
 
 
 def combined_relation_table(position_table, tree_table, num_positions, tree_size, projection=None):
@@ -289,14 +454,45 @@ def combined_relation_table(position_table, tree_table, num_positions, tree_size
     return (position[:, None] + tree[None]).flatten(0, 1)
 
 
-@dataclass
-class RelationTerm:
-    """Relation terms read through one id per query–key pair (`RelationIds.ids`) and the combined tables
-    (`combined_relation_table`), (C, d_k) or None when that term is off."""
+class SyntaxMTRelations(nn.Module):
+    """The relation terms of one self-attention layer (SPEC §2–4): Shaw positions (`relative`), a tree relation
+    (`dependency`: relative depth or labeled relations) and their combination (`combine`, for `concat_linear`).
+    Called with the forward's `RelationIds`, it builds the combined tables once and returns the `AttentionRelation`
+    the attention reads (None when the layer has no relation term)."""
 
-    ids: torch.Tensor
-    key_table: torch.Tensor | None
-    value_table: torch.Tensor | None
+    def __init__(self, config, head_dim, use_dependency):
+        super().__init__()
+        self.config = config
+        self.relative = ShawRelativePositions(config, head_dim) if config.relative_positions else None
+        self.dependency = None
+        if use_dependency and config.dependency_relations is not None:
+            self.dependency = TREE_RELATIONS[config.dependency_relations](config, head_dim)
+        self.combine = None
+        if self.relative is not None and self.dependency is not None and config.relation_combination == "concat_linear":
+            self.combine = ConcatLinearCombination(head_dim)
+
+    def forward(self, relation_ids):
+        config = self.config
+        if relation_ids is None:
+            return None
+        if relation_ids.tree_size > 1 and self.dependency is None:
+            raise ValueError("tree relation ids given to a layer without tree relations (a decoder or source-parser layer)")
+        num_positions = self.relative.key.shape[0] if self.relative is not None else 1
+        tables = []
+        for side, position_on, tree_on in (("key", config.relative_key_term, config.dependency_key_term),
+                                           ("value", config.relative_value_term, config.dependency_value_term)):
+            position = getattr(self.relative, side) if self.relative is not None and position_on else None
+            tree = getattr(self.dependency, side) if self.dependency is not None and tree_on else None
+            projection = getattr(self.combine, side).weight if self.combine is not None else None
+            tables.append(combined_relation_table(position, tree, num_positions, relation_ids.tree_size, projection))
+        if tables[0] is None and tables[1] is None:
+            return None
+        return AttentionRelation(relation_ids.ids, *tables, relation_ids.key_buckets)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the relation terms contribute to attention
+# ---------------------------------------------------------------------------------------------
 
 
 def relation_logits(scaled_query, ids, key_table):
@@ -304,8 +500,7 @@ def relation_logits(scaled_query, ids, key_table):
 
     scaled_query: (B, H, q, d_k); ids: (B or 1, q, k); key_table: (C, d_k) -> (B, H, q, k).
     """
-    per_relation = scaled_query @ key_table.transpose(0, 1)
-    return per_relation.gather(-1, ids[:, None].expand(*per_relation.shape[:-1], ids.shape[-1]))
+    return RelationScores(scaled_query @ key_table.transpose(0, 1), ids).dense()
 
 
 def relation_values(weights, ids, value_table):
@@ -320,29 +515,107 @@ def relation_values(weights, ids, value_table):
 
 
 @dataclass
-class BucketRelationTerm:
-    """Relation ids factorised through key buckets (`dependency_depth_buckets`): id(i, j) =
-    query_ids[i, m(j)] with key_buckets[j] the one-hot of m(j), query_ids combined as `RelationIds` are (NO_RELATION
-    -> the tables' zero row). Computed by extending the query, key and value vectors with M columns,
-    q_i ⊕ (q_i W^K^T)[query_ids[i, m]] (`relation_logits`), k_j ⊕ O[j] and v_j ⊕ O[j] (the attention mass per bucket,
-    summed per id by `relation_values`), so it also runs inside fused attention."""
+class RelationScores:
+    """The key term of a pair-id relation before it is read at the pairs: per_relation (B, H, q, C) = q W^K^T, the
+    score of every query against every relation, and ids (B or 1, q, k). Eager and SDPA attention read it as a
+    (B, H, q, k) bias (`dense`); FlexAttention reads per_relation[b, h, i, ids[b, i, j]] in its `score_mod`, so no
+    (n, n) bias is built."""
 
-    key_buckets: torch.Tensor
-    query_ids: torch.Tensor
-    key_table: torch.Tensor | None
-    value_table: torch.Tensor | None
+    per_relation: torch.Tensor
+    ids: torch.Tensor
+
+    def dense(self):
+        per_relation, ids = self.per_relation, self.ids
+        return per_relation.gather(-1, ids[:, None].expand(*per_relation.shape[:-1], ids.shape[-1]))
+
+    def heads(self, start, end):
+        return RelationScores(self.per_relation[:, start:end], self.ids)
+
+
+@dataclass
+class AttentionRelation:
+    """What one layer's relation terms contribute to its attention, with the combined tables (C, d_k) of its ids
+    (either table None when that term is off):
+
+    - pair ids (`key_buckets` None): the key term q_i · w^K_{id(i, j)} enters the scores (`key_scores`); the value
+      term Σ_j α_ij w^V_{id(i, j)} needs the attention probabilities (`needs_probabilities`: explicit attention;
+      `values_from_weights`).
+    - key buckets (relative depth alone): q, k and v get M extra columns (`extend`), q_i ⊕ (q_i W^K^T)[R[i, m]],
+      k_j ⊕ O[j], v_j ⊕ O[j], so that fused attention computes both terms; `finish` turns the attention mass per
+      bucket into the value term.
+    A parse head (head 0) gets no relation term: `finish` and `values_from_weights` leave it out."""
+
+    ids: torch.Tensor
+    key_table: Optional[torch.Tensor]
+    value_table: Optional[torch.Tensor]
+    key_buckets: Optional[torch.Tensor] = None
+
+    @property
+    def needs_probabilities(self):
+        return self.key_buckets is None and self.value_table is not None
+
+    @property
+    def has_pair_key_term(self):
+        return self.key_buckets is None and self.key_table is not None
+
+    def key_scores(self, scaled_query):
+        """`RelationScores` of the pair key term (None with key buckets or without a key table)."""
+        if self.key_buckets is not None or self.key_table is None:
+            return None
+        return RelationScores(scaled_query @ self.key_table.transpose(0, 1), self.ids)
+
+    def extend(self, scaled_query, key, value):
+        """q, k, v with the key buckets' columns appended (unchanged for pair ids)."""
+        if self.key_buckets is None:
+            return scaled_query, key, value
+        buckets = self.key_buckets[:, None].expand(-1, key.shape[1], -1, -1).to(key.dtype)
+        if self.key_table is not None:
+            scaled_query = torch.cat([scaled_query, relation_logits(scaled_query, self.ids, self.key_table)], -1)
+            key = torch.cat([key, buckets], -1)
+        if self.value_table is not None:
+            value = torch.cat([value, buckets], -1)
+        return scaled_query, key, value
+
+    def values_from_weights(self, weights, parse_head):
+        """The pair value term of the attention weights (B, H, q, k) -> (B, H, q, d_k), zero on a parse head."""
+        return _without_parse_head(relation_values(weights, self.ids, self.value_table), parse_head)
+
+    def finish(self, output, head_dim, parse_head):
+        """Head outputs (B, H, q, d_k) from α @ (v ⊕ O): the value term of the attention mass per bucket added, the
+        bucket columns dropped (pair ids: unchanged)."""
+        if self.key_buckets is None or self.value_table is None:
+            return output
+        bucket_values = relation_values(output[..., head_dim:], self.ids, self.value_table)
+        return output[..., :head_dim] + _without_parse_head(bucket_values, parse_head)
+
+
+def _without_parse_head(relation_output, parse_head):
+    """M_parse = A_parse V_p: no relation term on the parse head (head 0)."""
+    if not parse_head:
+        return relation_output
+    return torch.cat([torch.zeros_like(relation_output[:, :1]), relation_output[:, 1:]], 1)
 
 
 __all__ = [
-    "BucketRelationTerm",
+    "AttentionRelation",
+    "ConcatLinearCombination",
+    "DependencyRelativeDepth",
+    "LabeledTreeRelations",
     "RelationIds",
-    "RelationTerm",
+    "RelationScores",
+    "RelationTable",
+    "RelativePositionIdTable",
+    "ShawRelativePositions",
+    "SourceRelationIds",
+    "SyntaxMTRelations",
     "combined_relation_ids",
     "combined_relation_table",
     "dependency_depth_buckets",
     "dependency_relation_ids",
     "labeled_relation_names",
     "localized_attention_log_mask",
+    "make_source_relation_ids",
+    "num_tree_relations",
     "relation_logits",
     "relation_values",
     "relative_position_ids",

@@ -17,13 +17,15 @@ from hf_syntax_mt import (
     dependency_depth_buckets,
     labeled_relation_names,
 )
+from hf_syntax_mt.attention_functions import make_attention_mask
 from hf_syntax_mt.features.synthetic import random_dependency_tree
-from hf_syntax_mt.modeling_syntax_mt import SyntaxMTEncoderLayer, source_relations
+from hf_syntax_mt.modeling_syntax_mt import SyntaxMTEncoderLayer
 from hf_syntax_mt.relation_attention import (
     NO_RELATION,
     combined_relation_ids,
     combined_relation_table,
     dependency_relation_ids,
+    make_source_relation_ids,
     relation_logits,
     relation_values,
     relative_position_ids,
@@ -160,7 +162,7 @@ def naive_self_attention(layer, hidden, padding_mask, relative_ids, dependency_i
         if relations.combine is not None:
             a = torch.zeros(batch, length, length, head_dim) if a is None else a
             b = torch.zeros(batch, length, length, head_dim) if b is None else b
-            r[side] = torch.cat([a, b], -1) @ relations.combine[side].weight.T
+            r[side] = torch.cat([a, b], -1) @ getattr(relations.combine, side).weight.T
         else:
             parts = [x for x in (a, b) if x is not None]
             r[side] = sum(parts) if parts else None
@@ -231,17 +233,18 @@ def test_efficient_relative_attention_equals_naive_reference(variant):
     relative_ids = relative_position_ids(length, length, config.max_relative_position)
     position_ids = relative_ids if config.relative_positions else None
     dependency_ids = None
-    relations = combined_relation_ids(position_ids) if position_ids is not None else None
+    relation_ids = combined_relation_ids(position_ids) if position_ids is not None else None
     if config.dependency_relations:
         heads = batch["source_heads"]
         if variant.endswith("forest"):  # row 0 holds two sentences (roots 1 and 5)
             heads[0, :8] = torch.tensor([1, 1, 1, 2, 3, 5, 5, 6])
         dependency_ids, _ = dependency_relation_ids(heads, config.dependency_relations, config.max_dependency_distance)
-        relations = source_relations(config, position_ids, heads)  # the model's: buckets for depth alone
+        relation_ids = make_source_relation_ids(config, heads, position_ids)  # the model's: buckets for depth alone
 
-    terms = layer.relations.terms(relations)
-    efficient, _, _ = layer.self_attn(hidden, padding_mask=padding_mask, relation_terms=terms)
-    explicit, _, _ = layer.self_attn(hidden, padding_mask=padding_mask, relation_terms=terms, need_weights=True)
+    relation = layer.relations(relation_ids)
+    mask = make_attention_mask(padding_mask, length, length)
+    efficient, _, _ = layer.self_attn(hidden, mask=mask, relation=relation)
+    explicit, _, _ = layer.self_attn(hidden, mask=mask, relation=relation, need_weights=True)
     assert torch.allclose(efficient, explicit, atol=1e-5, rtol=1e-5)  # fused (SDPA) path == explicit path
     naive = naive_self_attention(layer, hidden, padding_mask, relative_ids, dependency_ids)
     assert torch.allclose(efficient, naive, atol=1e-5, rtol=1e-5)
@@ -330,8 +333,8 @@ def test_efficient_attention_never_materialises_pairwise_vectors(preset):
     batch = random_batch([40, 40], seed=2)
     length = 40
     hidden = torch.randn(2, length, config.d_model)
-    relations = source_relations(config, relative_position_ids(length, length, 2), batch["source_heads"])
-    terms = layer.relations.terms(relations)
+    relation = layer.relations(make_source_relation_ids(config, batch["source_heads"]))
+    mask = make_attention_mask(batch["attention_mask"].bool(), length, length)
     largest = []
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -344,7 +347,7 @@ def test_efficient_attention_never_materialises_pairwise_vectors(preset):
             return out
 
     with LargestTensor():
-        output, _, _ = layer.self_attn(hidden, padding_mask=batch["attention_mask"].bool(), relation_terms=terms)
+        output, _, _ = layer.self_attn(hidden, mask=mask, relation=relation)
         output.sum().backward()
     heads, head_dim = config.encoder_attention_heads, config.d_model // config.encoder_attention_heads
     assert max(largest) <= 2 * heads * length * (length + 1)
