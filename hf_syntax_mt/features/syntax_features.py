@@ -21,6 +21,7 @@ from typing import Optional, Sequence, Union
 import torch
 from transformers import BatchEncoding, DataCollatorForSeq2Seq
 
+from ..relation_attention import SourceRelationIds
 from ..syntax import (
     IGNORE_INDEX,
     LARGE_DISTANCE,
@@ -311,7 +312,16 @@ class DataCollatorForSyntaxSeq2Seq(DataCollatorForSeq2Seq):
     tokens: ``source_heads`` and ``target_heads`` with -100, ``source_distances`` with
     ``LARGE_DISTANCE``. Source features are padded to ``input_ids``, ``target_heads`` to ``labels``;
     with left padding the head indices are shifted by the padding length.
+
+    With ``model_config``, the config of a model whose encoder reads tree relations, the batch also gets the
+    encoder's relation ids made here, on the host (``source_relation_ids``, ``relation_attention.SourceRelationIds``):
+    a training step on a GPU then launches none of the walk up the trees.
     """
+
+    model_config: Optional[object] = None
+
+    def __post_init__(self):
+        self._relation_ids = SourceRelationIds(self.model_config) if self.model_config is not None else None
 
     def __call__(self, features, return_tensors=None):
         if (return_tensors or self.return_tensors) != "pt":
@@ -331,7 +341,7 @@ class DataCollatorForSyntaxSeq2Seq(DataCollatorForSeq2Seq):
             length = batch["labels" if name.startswith("target") else "input_ids"].shape[1]
             dtype = torch.float32 if name == "source_distances" else torch.long
             batch[name] = torch.tensor([pad_syntax_feature(name, row, length, side) for row in rows], dtype=dtype)
-        return batch
+        return self._relation_ids(batch) if self._relation_ids is not None else batch
 
 
 def check_same_syntax_features(examples) -> None:
