@@ -193,6 +193,9 @@ class SyntaxMTAttention(nn.Module):
         key, value = self._keys_and_values(hidden_states, key_value_states, cache)
         if localized_log_mask is None or localized_heads == 0:
             localized_log_mask, localized_heads = None, 0
+        if relation is not None and query.shape[2] == 1 and relation.key_buckets is None and not self.parse_head:
+            key, value = relation.fold_into(key, value)
+            relation = None
         learning = torch.is_grad_enabled() and (query.requires_grad or (
             relation is not None and relation.key_table is not None and relation.key_table.requires_grad))
         implementation = choose_attention(self.config._attn_implementation, relation, need_weights, self.training,

@@ -333,9 +333,9 @@ def check_source_relation_ids(config, relation_ids, key_buckets, input_ids):
                          f"{tuple(input_ids.shape)} it must be ({batch_size}, {length}, {width})")
     if buckets and tuple(key_buckets.shape) != (batch_size, length, width):
         raise ValueError(f"source_key_buckets has shape {tuple(key_buckets.shape)}, not ({batch_size}, {length}, M)")
-    low, high = torch.aminmax(relation_ids)
-    if low.item() < 0 or high.item() >= positions * tree_size:
-        raise ValueError(f"source_relation_ids holds ids in [{low.item()}, {high.item()}], outside the "
+    low, high = torch.stack(torch.aminmax(relation_ids)).tolist()  # one look at the data
+    if low < 0 or high >= positions * tree_size:
+        raise ValueError(f"source_relation_ids holds ids in [{low}, {high}], outside the "
                          f"{positions * tree_size} relations of this configuration: were they made for another one?")
     return RelationIds(relation_ids.long(), tree_size, key_buckets)
 
@@ -540,6 +540,7 @@ class AttentionRelation:
     - pair ids (`key_buckets` None): the key term q_i · w^K_{id(i, j)} enters the scores (`key_scores`); the value
       term Σ_j α_ij w^V_{id(i, j)} needs the attention probabilities (`needs_probabilities`: explicit attention;
       `values_from_weights`).
+    - one query a row (`fold_into`, a decoding step): both terms fold into the keys and values.
     - key buckets (relative depth alone): q, k and v get M extra columns (`extend`), q_i ⊕ (q_i W^K^T)[R[i, m]],
       k_j ⊕ O[j], v_j ⊕ O[j], so that fused attention computes both terms; `finish` turns the attention mass per
       bucket into the value term.
@@ -563,6 +564,16 @@ class AttentionRelation:
         if self.key_buckets is not None or self.key_table is None:
             return None
         return RelationScores(scaled_query @ self.key_table.transpose(0, 1), self.ids)
+
+    def fold_into(self, key, value):
+        """One query a row (a decoding step): r_ij depends on j alone, so the terms fold into the keys and values,
+        k_j + w^K_{id(i, j)} and v_j + w^V_{id(i, j)} (B, H, k, d), and plain fused attention computes them."""
+        ids = self.ids[:, 0]
+        if self.key_table is not None:
+            key = key + self.key_table[ids][:, None].to(key.dtype)
+        if self.value_table is not None:
+            value = value + self.value_table[ids][:, None].to(value.dtype)
+        return key, value
 
     def extend(self, scaled_query, key, value):
         """q, k, v with the key buckets' columns appended (unchanged for pair ids)."""

@@ -56,3 +56,46 @@ def test_main_prints_ratio_tables_and_writes_the_counts(monkeypatch, tmp_path, c
     assert sum(decode["transformer_rel@keys"].values()) < sum(decode["transformer_rel"].values())
     again = op_count.training_step_counts("transformer_rel", 8, 32)
     assert again == train["transformer_rel"]  # deterministic
+
+
+def test_the_gpu_path_counts_fused_attention_as_one_kernel_each_way_and_computes_the_same(monkeypatch):
+    """`--path gpu`: attention chosen as on CUDA (the key-only preset's learned key term stays in fused attention), each
+    fused call one kernel forward and one backward; the emulated step computes the CPU path's loss and gradients."""
+    monkeypatch.setattr(op_count, "SIZE", TINY)
+    cpu = op_count.training_step_counts("transformer_rel@keys", 8, 32)
+    gpu = op_count.training_step_counts("transformer_rel@keys", 8, 32, path="gpu")
+    attention_calls = 3 * 1  # one encoder layer (self) and one decoder layer (self, cross)
+    assert gpu["fused_attention"] == gpu["fused_attention_backward"] == attention_calls
+    assert "fused_attention" not in cpu and sum(gpu.values()) < sum(cpu.values())
+    flex = op_count.training_step_counts("transformer_rel@keys", 8, 32, path="gpu-flex")
+    assert flex["fused_attention"] == attention_calls and "gather" not in flex  # the key term read in the kernel
+    full = op_count.training_step_counts("transformer_rel", 8, 32, path="gpu")
+    assert full["fused_attention"] == 1  # value terms: explicit self-attention, fused cross-attention
+
+    monkeypatch.setattr(op_count, "SIZE", {**TINY, "dropout": 0.0})  # the CPU's dropout draws other random numbers
+    results = []
+    for path in ("cpu", "gpu"):
+        model, config = op_count.build("transformer_dep_labeled_rel@keys")
+        model.train()
+        batch = op_count._batch(config, 3, 8)
+        with op_count.counting(path):
+            loss = model(**batch).loss
+            loss.backward()
+        results.append((loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.grad is not None}))
+    (cpu_loss, cpu_grads), (gpu_loss, gpu_grads) = results
+    torch.testing.assert_close(gpu_loss, cpu_loss, atol=1e-5, rtol=0)
+    for name, grad in cpu_grads.items():
+        torch.testing.assert_close(gpu_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_collator_made_ids_leave_the_walk_up_the_trees_out_of_the_step(monkeypatch):
+    monkeypatch.setattr(op_count, "SIZE", TINY)
+    for system in ("transformer_dep_labeled_rel", "transformer_dep"):
+        model_made = op_count.training_step_counts(system, 8, 32)
+        collated = op_count.training_step_counts(system, 8, 32, collator_ids=True)
+        assert sum(collated.values()) < sum(model_made.values()), system
+        assert collated["gather"] < model_made["gather"], system  # the walk's pointer doubling
+    same = [op_count.training_step_counts("transformer_rel", 8, 32, collator_ids=ids) for ids in (False, True)]
+    assert same[0] == same[1]  # no tree relations: no ids from the collator
+    rate = op_count.collator_rate("transformer_dep_labeled_rel", 8, 32, rounds=3)
+    assert rate > 0
