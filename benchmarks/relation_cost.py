@@ -4,11 +4,14 @@ memory (`speed.py` JSONs, each measured in one run with abs), as ratios to abs.
 
     python benchmarks/relation_cost.py --ops BEFORE.json AFTER.json --speed BEFORE.json AFTER.json
         [--labels before after] [--note TEXT] [--results-md model_cards/RESULTS.md]
+        [--paths "GPU path=GPU.json" "GPU path, FlexAttention=FLEX.json" ...] [--paths-note TEXT]
         [--budget-runs benchmarks/results/kftt.ja-en.budget --gpu benchmarks/results/gpu_speed.json]
 
 A cell reads "before → after". Step time: the median over interleaved rounds of the per-round ratio to abs (the
 speed benchmark's); memory: peak resident set of one step, each system alone in a subprocess. Only ratios measured in
-the same run are compared; the two runs should share the machine's conditions (the note says which).
+the same run are compared; the two runs should share the machine's conditions (the note says which). `--paths` adds
+a table of the after code's counts on other paths (issue 107: the path a GPU takes, counted on the CPU; relation ids
+made by the data collator), one column a JSON.
 
 With `--budget-runs`, a second table gives each budget run's cost (issue 91, item 6): its updates and training hours
 on this project's CPU (the run's own `train_runtime_seconds`, all its sessions), and the GPU minutes the same updates
@@ -81,6 +84,22 @@ def tables(ops, speeds, labels, systems=None):
     return lines, absolute
 
 
+def path_table(labelled_ops, systems=None):
+    """Markdown lines: per system its training-step and greedy-decoding operations as ratios to abs, one column pair
+    per (label, op_count JSON) — other paths of the same code (`op_count.py --path`, `--collator-ids`)."""
+    train = {label: operation_ratios(ops, "training_step")[0] for label, ops in labelled_ops}
+    decode = {label: operation_ratios(ops, "decoding")[0] for label, ops in labelled_ops}
+    systems = systems or list(next(iter(train.values())))
+    lines = ["| system | " + " | ".join(f"training step ×abs, {label}" for label in train) + " | "
+             + " | ".join(f"decoding ×abs, {label}" for label in decode) + " |",
+             "|---|" + "---|" * (2 * len(train))]
+    for system in systems:
+        cells = [f"{train[label][system]:.2f}" if system in train[label] else "–" for label in train]
+        cells += [f"{decode[label][system]:.2f}" if system in decode[label] else "–" for label in decode]
+        lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def budget_costs(runs_dir, gpu):
     """Markdown lines: per budget run (preset, seed) its updates, CPU hours, s/update, and GPU minutes at the
     measured ratio (– where the GPU benchmark has no such preset)."""
@@ -107,14 +126,23 @@ def main(argv=None):
     parser.add_argument("--labels", nargs=2, default=["before", "after"])
     parser.add_argument("--systems", nargs="+", help="rows, in order (default: every system of the after counts)")
     parser.add_argument("--note", default="", help="how and where it was measured, written under the table")
+    parser.add_argument("--paths", nargs="+", default=[], metavar="LABEL=OPS.json",
+                        help="a second table: the after code's operations on other paths (op_count --path, --collator-ids)")
+    parser.add_argument("--paths-note", default="", help="written under the paths table")
+    parser.add_argument("--title", default="What the relation terms cost: operations, CPU time, memory (issue 91)")
     parser.add_argument("--results-md", default="", help="write the section there ('' to print only)")
     parser.add_argument("--budget-runs", help="a quality runner's results folder of budget runs (<variant>/seed<k>.json)")
     parser.add_argument("--gpu", help="gpu_speed.py JSON whose fp32 step times price the budget runs")
     parser.add_argument("--budget-note", default="", help="written under the budget table")
     args = parser.parse_args(argv)
     lines, absolute = tables([_load(p) for p in args.ops], [_load(p) for p in args.speed], args.labels, args.systems)
-    body = ["## What the relation terms cost: operations, CPU time, memory (issue 91)", "", *lines, "",
+    body = [f"## {args.title}", "", *lines, "",
             "; ".join(absolute) + ".", *([""] + [args.note] if args.note else [])]
+    if args.paths:
+        labelled = [(label, _load(path)) for label, path in (item.split("=", 1) for item in args.paths)]
+        paths = path_table(labelled, args.systems)
+        body += ["", "### The same code on other paths", "", *paths, *([""] + [args.paths_note] if args.paths_note else [])]
+        lines = lines + paths
     if args.budget_runs:
         budget, abs_step = budget_costs(args.budget_runs, _load(args.gpu))
         body += ["", "### The budget runs' compute", "", *budget, "",

@@ -53,3 +53,16 @@ def test_budget_costs_price_each_run_at_its_preset_s_gpu_ratio(tmp_path):
     assert abs_step == 0.03
     assert lines[2] == "| transformer_abs@4B | 1 | 400 | 0.20 | 1.80 | 1.00 | 0.2 |"  # 400 × 0.03 s = 12 s
     assert lines[3] == "| transformer_rel | 1 | 100 | 0.03 | 0.90 | 2.00 | 0.1 |"  # 100 × 0.03 × 2 = 6 s
+
+
+def test_the_paths_table_gives_each_path_s_ratios_in_its_own_column(tmp_path):
+    paths = {}
+    for name, content in {"ops0": _ops(100, 263), "ops1": _ops(100, 134), "gpu": _ops(80, 88), "speed0": _speed(1.5, 600.0),
+                          "speed1": _speed(1.1, 420.0)}.items():
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps(content), encoding="utf-8")
+    lines = relation_cost.main(["--ops", str(paths["ops0"]), str(paths["ops1"]), "--speed", str(paths["speed0"]),
+                                str(paths["speed1"]), "--paths", f"CPU={paths['ops1']}", f"GPU path={paths['gpu']}"])
+    header = lines.index("| system | training step ×abs, CPU | training step ×abs, GPU path | decoding ×abs, CPU | "
+                         "decoding ×abs, GPU path |")
+    assert lines[header + 3] == "| transformer_rel | 1.34 | 1.10 | 1.50 | 1.50 |"  # 88 / 80; 3 × 80 / (2 × 80)
