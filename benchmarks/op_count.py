@@ -19,7 +19,7 @@ that learns stays in fused attention), dropout as `F.dropout`, and every fused a
 one backward (`FusedKernel`: CUDA's memory-efficient kernel learns its float mask); `--path gpu-flex` the same with
 `attn_implementation="flex_attention"` (one compiled FlexAttention kernel each way, the key term read in its
 score_mod). `--collator-ids` gives the training batch the relation ids the data collator makes on the host
-(`SourceRelationIds`), so the step counts no walk up the trees; `--collator-rate` times what making them costs the
+(`SourceRelationIds`; the decoding batch too, as the pipeline makes them), so the step counts no walk up the trees; `--collator-rate` times what making them costs the
 collator (sentences a second, 1 thread: a timing, unlike the counts).
 """
 
@@ -184,13 +184,18 @@ def training_step_counts(system, length, tokens, path="cpu", collator_ids=False)
     return counter.counts
 
 
-def decoding_counts(system, sentences, source_length, new_tokens, path="cpu"):
-    """Operations of greedy `generate` with exactly `new_tokens` new tokens."""
+def decoding_counts(system, sentences, source_length, new_tokens, path="cpu", collator_ids=False):
+    """Operations of greedy `generate` with exactly `new_tokens` new tokens (the relation ids made with the batch,
+    as the pipeline makes them, with `collator_ids`)."""
     model, config = build(system, path)
     model.eval()
     batch = _batch(config, sentences, source_length)
     batch.pop("labels")
     batch.pop("target_heads", None)
+    if collator_ids:
+        from hf_syntax_mt.relation_attention import SourceRelationIds
+
+        batch = SourceRelationIds(config)(batch)
     kwargs = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, num_beams=1, do_sample=False)
     with torch.no_grad():
         model.generate(**batch, **kwargs)
@@ -246,15 +251,15 @@ def main(argv=None):
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     train = {s: training_step_counts(s, args.length, args.tokens, args.path, args.collator_ids) for s in args.presets}
-    decode = {s: decoding_counts(s, args.decode_sentences, args.decode_source, args.decode_new, args.path)
-              for s in args.presets if s != MARIAN}
+    decode = {s: decoding_counts(s, args.decode_sentences, args.decode_source, args.decode_new, args.path,
+                                 args.collator_ids) for s in args.presets if s != MARIAN}
     references = [BASELINE, MARIAN]
     where = f"{args.path} path" + (", collator-made relation ids" if args.collator_ids else "")
     print("\n".join(ratio_table(train, f"training step (n = {args.length}, {args.tokens:,} tokens, fused AdamW; "
                                        f"{where})", references)))
     print()
     print("\n".join(ratio_table(decode, f"greedy generate ({args.decode_sentences} × {args.decode_source} tokens, "
-                                        f"{args.decode_new} new)", references)))
+                                        f"{args.decode_new} new; {where})", references)))
     rates = {}
     if args.collator_rate:
         rates = {s: collator_rate(s, args.length, args.tokens) for s in args.presets

@@ -348,7 +348,7 @@ class SourceRelationIds:
 
     def __init__(self, config):
         self.config = config
-        self.active = config.dependency_relations is not None and not config.self_parsing
+        self.active = getattr(config, "dependency_relations", None) is not None and not config.self_parsing
 
     def __call__(self, batch):
         if not self.active or batch.get("source_heads") is None:

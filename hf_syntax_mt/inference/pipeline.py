@@ -45,6 +45,7 @@ from transformers.pipelines import PIPELINE_REGISTRY
 from ..features.syntax_features import SyntaxFeatureProcessor, plain_encoding
 from ..model_files import check_model_files
 from ..modeling_syntax_mt import DamagedModelFileError, check_weights_files
+from ..relation_attention import SourceRelationIds
 from ..syntax import Annotation, Annotator, load_annotator, locate_words, normalize_line, unsegmented_lines
 from ..syntax.annotators import check_parser_installed
 from .length_cap import check_length_cap, with_length_cap
@@ -315,6 +316,7 @@ class SyntaxTranslationPipeline(Pipeline):
         model_inputs = {}
         if keep:
             model_inputs = dict(self.processor([texts[i] for i in keep], annotations=parsed, return_tensors="pt"))
+            model_inputs = SourceRelationIds(self.model.config)(model_inputs)  # made here, on the host
         for i, message in sorted(errors.items()):
             logger.warning("line %d: %s; its translation is left empty", offset + i + 1, message)
         notes = {i: note for i, note in notes.items() if i in keep}
