@@ -66,6 +66,7 @@ CHECKPOINTED = "@checkpointed"  # suffix of a preset: the same model under activ
 SELF_PARSING = "@self"  # suffix of a preset: the same model with its own source parser (self_parsing=True)
 KEYS = "@keys"  # suffix of a preset: its relation terms on the keys only (no value terms, seed 000's Table 3)
 KEYS_ONLY = {"relative_value_term": False, "dependency_value_term": False}
+FLEX = "@flex"  # suffix: attn_implementation="flex_attention", relation ids made with the batch (the GPU recipe)
 BASELINE = "transformer_abs"
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -102,6 +103,10 @@ def _build(system, size):
             share_encoder_decoder_embeddings=True,
         )
         return MarianMTModel(config), config
+    if system.endswith(FLEX):
+        model, config = _build(system[: -len(FLEX)], size)
+        model.set_attn_implementation("flex_attention")
+        return model, config
     if system.endswith(CHECKPOINTED):
         model, config = _build(system[: -len(CHECKPOINTED)], size)
         model.activation_checkpointing_enable()
@@ -141,6 +146,10 @@ def _batch(config, batch_size, length, seed=0, target_length=None):
     if getattr(config, "needs_target_heads", False):
         batch["target_heads"] = torch.tensor([random_dependency_tree(target_length - 1, rng) + [-100]
                                               for _ in range(batch_size)])
+    if getattr(config, "_attn_implementation", None) == "flex_attention":  # `FLEX`: ids made as the collator does
+        from hf_syntax_mt.relation_attention import SourceRelationIds
+
+        batch = SourceRelationIds(config)(batch)
     return batch
 
 

@@ -40,9 +40,10 @@
 #           and the pipeline on the GPU) and benchmarks/gpu_speed.py, and puts the test log and
 #           benchmarks/results/gpu_speed.json under $OUT.
 #   there:  bash scripts/device_quality.sh relation-cost    (carry .whl)
-#           the relation path of issue 91 on the GPU: tests/model/test_cuda.py, gpu_speed.py for abs, rel,
-#           dep_labeled_rel and dep_labeled_rel@keys at 4,096 and 32,768 tokens (fp32 and bf16), and their profiles,
-#           eager and compiled; the JSONs and logs under $OUT (`gpu_speed.py --tables-from` writes RESULTS' tables).
+#           the relation path of issues 91 and 107 on the GPU: tests/model/test_cuda.py (FlexAttention's training
+#           step included), gpu_speed.py for abs, rel, dep_labeled_rel, dep_labeled_rel@keys and the key-only variants
+#           in FlexAttention with the ids made with the batch (rel@keys@flex, dep_labeled_rel@keys@flex) at 4,096 and
+#           32,768 tokens (fp32 and bf16), and their profiles, eager and compiled; the JSONs and logs under $OUT (`gpu_speed.py --tables-from` writes RESULTS' tables).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -123,11 +124,13 @@ checks() {
     (cd benchmarks && python3 gpu_speed.py --output "$OUT/gpu_speed.json") 2>&1 | tee "$OUT/gpu_speed.log" | tail -60
 }
 
-relation_cost() {  # issue 91, item 5: the relation path on the GPU (after `prepare`, carry .whl); ~8 min on an H200
+relation_cost() {  # issues 91 and 107: the relation path on the GPU (after `prepare`, carry .whl); ~9 min on an H200
+    # @keys@flex: the key-only variant in FlexAttention with the relation ids made with the batch (issue 107, item 3)
     [ -f .whl/site.tar.xz ] || { echo "no .whl/site.tar.xz: run prepare (again) and carry .whl" >&2; exit 1; }
     mkdir -p /tmp/site && tar xJf .whl/site.tar.xz -C /tmp/site || exit 1
     export PYTHONPATH=/tmp/site:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-    local presets=(transformer_abs transformer_rel transformer_dep_labeled_rel transformer_dep_labeled_rel@keys)
+    local presets=(transformer_abs transformer_rel transformer_dep_labeled_rel transformer_dep_labeled_rel@keys
+                   transformer_rel@keys@flex transformer_dep_labeled_rel@keys@flex)
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/device.txt"
     timeout 200 python3 -m pytest -q -x -n 0 -p no:cacheprovider tests/model/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log" | tail -5
     cd benchmarks

@@ -40,9 +40,9 @@ def test_gpu_speed_tables_are_the_median_per_round_ratios_of_the_json(tmp_path):
 def test_gpu_speed_runs_on_the_cpu_and_writes_the_tables_it_prints(tmp_path, capsys):
     output = tmp_path / "gpu_speed.json"
     gpu_speed.main(["--device", "cpu", "--size", TINY, "--lengths", "8", "--tokens-per-batch", "32", "--rounds", "1",
-                    "--presets", "transformer_dep_labeled_rel@keys", "--output", str(output)])
+                    "--presets", "transformer_dep_labeled_rel@keys", "transformer_rel@keys@flex", "--output", str(output)])
     results = json.loads(output.read_text())
-    systems = ["marian", "transformer_abs", "transformer_dep_labeled_rel@keys"]
+    systems = ["marian", "transformer_abs", "transformer_dep_labeled_rel@keys", "transformer_rel@keys@flex"]
     for precision in gpu_speed.PRECISIONS:
         assert {s: results["train"][precision][s]["8"]["tokens"] for s in systems} == dict.fromkeys(systems, 64)
     assert list(results["decode"]) == systems and len(results["recipe_step_s"]["bf16"]) == 3
