@@ -398,12 +398,13 @@ def format_tables(results, lengths, presets, memory_lengths=None):
         rows.append(f"| {system} | " + " | ".join(speed_cells + memory_cells) + " |")
     absolute = ["", "Absolute figures of the baselines (medians):"]
     for system in (MARIAN, BASELINE):
+        timed, measured = train.get(system, {}), memory.get(system, {})  # a run of some parts has the others empty
         absolute.append(f"- {system}: " + ", ".join(
-            f"n={n}: {train[system][n]['tokens'] / statistics.median(train[system][n]['step_s']):,.0f} tokens/s "
-            f"({statistics.median(train[system][n]['step_s']) * 1000:.0f} ms/step)" for n in lengths if n in train[system])
-            + "; peak memory " + ", ".join(f"n={n}: {memory[system][n]:.0f} MB" for n in memory_lengths if n in memory[system]))
+            f"n={n}: {timed[n]['tokens'] / statistics.median(timed[n]['step_s']):,.0f} tokens/s "
+            f"({statistics.median(timed[n]['step_s']) * 1000:.0f} ms/step)" for n in lengths if n in timed)
+            + "; peak memory " + ", ".join(f"n={n}: {measured[n]:.0f} MB" for n in memory_lengths if n in measured))
 
-    decode = results["time"]["decode"]
+    decode = results["time"].get("decode", {})
     decode_lines = ["", "| system | beam-4 decode time ×Marian | ×abs | greedy ×Marian | beam-4 s (median) |", "|---|---|---|---|---|"]
     for system in systems:
         if system not in decode:

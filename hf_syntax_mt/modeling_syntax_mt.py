@@ -523,7 +523,7 @@ class SyntaxMTStack(SyntaxMTPreTrainedModel):
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
         self.layers = nn.ModuleList([layer_class(config, i + 1) for i in range(num_layers)])
         self.layer_norm = nn.LayerNorm(config.d_model) if config.normalize_before else None
-        self.relative_position_ids = RelativePositionIdTable(config.max_relative_position)
+        self.shaw_id_table = RelativePositionIdTable(config.max_relative_position)
         self.post_init()
 
     def get_input_embeddings(self):
@@ -585,10 +585,8 @@ class SyntaxMTEncoder(SyntaxMTStack):
             attention_mask = torch.ones(batch_size, length, dtype=torch.long, device=hidden_states.device)
         mask = make_attention_mask(attention_mask, length, length)
         preset = config.preset or "this configuration"
-        position_ids = None
-        if config.relative_positions:
-            position_ids = self.relative_position_ids(length, length, 0, hidden_states.device)
-        position_relations = combined_relation_ids(position_ids) if position_ids is not None else None
+        shaw_ids = self.shaw_id_table(length, length, 0, hidden_states.device) if config.relative_positions else None
+        position_relations = combined_relation_ids(shaw_ids) if shaw_ids is not None else None
         source_tree_logits = None
         if self.source_parser is not None:
             source_tree_logits = self.source_parser(hidden_states, mask, position_relations)
@@ -618,7 +616,7 @@ class SyntaxMTEncoder(SyntaxMTStack):
             _check_features("source_heads", source_heads, reference)
             source_heads = source_heads.masked_fill(attention_mask == 0, IGNORE_INDEX)
             if config.dependency_relations is not None:
-                relation_ids = make_source_relation_ids(config, source_heads, position_ids)
+                relation_ids = make_source_relation_ids(config, source_heads, shaw_ids)
                 if relation_ids.key_buckets is not None:
                     relation_ids.key_buckets = relation_ids.key_buckets.to(hidden_states.dtype)
             else:
@@ -719,8 +717,7 @@ class SyntaxMTDecoder(SyntaxMTStack):
         encoder_mask = None if encoder_attention_mask is None else make_attention_mask(encoder_attention_mask)
         relation_ids = None
         if config.relative_positions:  # one new row a decoding step
-            relation_ids = combined_relation_ids(self.relative_position_ids(length, past_length + length, past_length,
-                                                                            device))
+            relation_ids = combined_relation_ids(self.shaw_id_table(length, past_length + length, past_length, device))
         all_hidden_states, self_attentions, cross_attentions, parse_logits = [], [], [], None
         for layer in self.layers:
             all_hidden_states.append(hidden_states)

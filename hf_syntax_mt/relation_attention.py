@@ -283,35 +283,35 @@ class RelationIds:
     key_buckets: Optional[torch.Tensor] = None
 
 
-def combined_relation_ids(position_ids=None, tree_ids=None, num_tree_relations=0):
+def combined_relation_ids(shaw_ids=None, tree_ids=None, num_tree_relations=0):
     """`RelationIds` of Shaw ids (q, k) and/or tree ids (B, q, k) with `num_tree_relations` ids and NO_RELATION."""
     if tree_ids is None:
-        return RelationIds(position_ids[None], 1)
+        return RelationIds(shaw_ids[None], 1)
     tree_size = num_tree_relations + 1
     tree_ids = tree_ids.remainder(tree_size)  # NO_RELATION = -1 -> T - 1
-    if position_ids is None:
+    if shaw_ids is None:
         return RelationIds(tree_ids, tree_size)
-    return RelationIds(position_ids * tree_size + tree_ids, tree_size)
+    return RelationIds(shaw_ids * tree_size + tree_ids, tree_size)
 
 
-def make_source_relation_ids(config, source_heads=None, position_ids=None):
+def make_source_relation_ids(config, source_heads=None, shaw_ids=None):
     """The relation ids of the encoder's self-attention (None when it has no relation terms), made once a forward
     from `source_heads` (B, n) — by the model, or by the data collator on the host (`SourceRelationIds`) — and
-    the Shaw ids `position_ids` (n, n), made from the length when not given."""
+    the Shaw ids `shaw_ids` (n, n), made from the length when not given."""
     if not config.relative_positions and config.dependency_relations is None:
         return None
-    if config.relative_positions and position_ids is None:
+    if config.relative_positions and shaw_ids is None:
         length = source_heads.shape[1]
-        position_ids = relative_position_ids(length, length, config.max_relative_position, device=source_heads.device)
+        shaw_ids = relative_position_ids(length, length, config.max_relative_position, device=source_heads.device)
     if config.dependency_relations is None:
-        return combined_relation_ids(position_ids)
+        return combined_relation_ids(shaw_ids)
     count = num_tree_relations(config)
     if uses_depth_buckets(config):
         key_buckets, query_ids = dependency_depth_buckets(source_heads, config.max_dependency_distance)
         return RelationIds(combined_relation_ids(tree_ids=query_ids, num_tree_relations=count).ids, count + 1,
                            key_buckets)
     tree_ids, _ = dependency_relation_ids(source_heads, config.dependency_relations, config.max_dependency_distance)
-    return combined_relation_ids(position_ids if config.relative_positions else None, tree_ids, count)
+    return combined_relation_ids(shaw_ids if config.relative_positions else None, tree_ids, count)
 
 
 def check_source_relation_ids(config, relation_ids, key_buckets, input_ids):
