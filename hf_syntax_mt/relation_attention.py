@@ -326,7 +326,7 @@ def check_source_relation_ids(config, relation_ids, key_buckets, input_ids):
     buckets = uses_depth_buckets(config)
     if buckets and key_buckets is None:
         raise ValueError("source_relation_ids of relative depth alone come with source_key_buckets "
-                         "(hf_syntax_mt.SourceRelationIds makes both)")
+                         "(hf_syntax_mt.relation_attention.SourceRelationIds makes both)")
     width = key_buckets.shape[-1] if buckets else length
     if relation_ids.dim() != 3 or tuple(relation_ids.shape) not in {(batch_size, length, width), (1, length, width)}:
         raise ValueError(f"source_relation_ids has shape {tuple(relation_ids.shape)}; for input_ids of shape "
