@@ -14,7 +14,9 @@ q already scaled by 1/sqrt(d_k), with head 0 a bi-affine parse head reading soft
   additive mask.
 - "flex_attention": `torch.nn.attention.flex_attention` per group, the key term read in its `score_mod` from the
   (B, H, q, C) scores of every query against every relation at the pair's id (`RelationScores`), so no (n, n) bias is
-  built; compiled on a GPU. It has no dropout and no backward on a CPU.
+  built; compiled on a GPU, where its backward scatters the key term's gradient into the (B, H, q, C) scores with
+  atomic adds (PyTorch's learnable score_mod buffers: not bit-for-bit deterministic). It has no dropout and no
+  backward on a CPU.
 
 `choose_attention` picks the function of a call: the one asked for, except where the call needs what only another
 computes (probabilities, a learned bias on a CPU, dropout or gradients in FlexAttention).
