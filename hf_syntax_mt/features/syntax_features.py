@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence, Union
 
 import torch
-from transformers import BatchEncoding, DataCollatorForSeq2Seq
+from transformers import BatchEncoding, DataCollatorForSeq2Seq, PretrainedConfig
 
 from ..relation_attention import SourceRelationIds
 from ..syntax import (
@@ -318,7 +318,7 @@ class DataCollatorForSyntaxSeq2Seq(DataCollatorForSeq2Seq):
     a training step on a GPU then launches none of the walk up the trees.
     """
 
-    model_config: Optional[object] = None
+    model_config: Optional[PretrainedConfig] = None
 
     def __post_init__(self):
         self._relation_ids = SourceRelationIds(self.model_config) if self.model_config is not None else None
