@@ -133,7 +133,8 @@ def gpu_path(counter):
 
     choose = modeling_syntax_mt.choose_attention
     saved = (choose, modeling_syntax_mt.dropout, attention_functions.dropout, attention_functions.F,
-             attention_functions._flex)
+             attention_functions._flex, attention_functions._learned_on_cpu)
+    attention_functions._learned_on_cpu = lambda per_relation: False  # CUDA's kernel learns the mask itself
     modeling_syntax_mt.choose_attention = lambda *args: choose(*args[:5], torch.device("cuda"), args[6])
     modeling_syntax_mt.dropout = attention_functions.dropout = lambda x, p, training=True: F.dropout(x, p, training)
     attention_functions.F = types.SimpleNamespace(scaled_dot_product_attention=fused_sdpa)
@@ -142,7 +143,7 @@ def gpu_path(counter):
         yield
     finally:
         (modeling_syntax_mt.choose_attention, modeling_syntax_mt.dropout, attention_functions.dropout,
-         attention_functions.F, attention_functions._flex) = saved
+         attention_functions.F, attention_functions._flex, attention_functions._learned_on_cpu) = saved
 
 
 @contextlib.contextmanager

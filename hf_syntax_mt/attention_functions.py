@@ -97,11 +97,56 @@ def eager_attention(module, query, key, value, mask=None, relation=None, relatio
     return output, probs
 
 
+class _FusedAttentionWithLearnedKeyTerm(torch.autograd.Function):
+    """Fused attention whose key term learns, for the CPU (whose fused kernel falls back to an unfused form when its
+    mask needs a gradient). Forward: the fused kernel with the bias b = per_relation[ids] (+ the fixed additive mask
+    m) as a constant mask. Backward: the probabilities recomputed from what the forward kept (q, k, v and the
+    (B, H, q, C) relation scores; nothing (n, n)):
+
+        P = softmax(q k^T + b + m),  dv = P^T dO,  dS = P ⊙ (dP − rowsum(dP ⊙ P)), dP = dO v^T,
+        dq = dS k,  dk = dS^T q,  d per_relation[c] = Σ_{j: id(i, j) = c} dS_ij.
+    No dropout (the recomputed P could not repeat the kernel's)."""
+
+    @staticmethod
+    def forward(ctx, query, key, value, per_relation, ids, additive):
+        bias = _at_ids(per_relation, ids)
+        bias = bias if additive is None else bias + additive
+        output = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, scale=1.0)
+        ctx.save_for_backward(query, key, value, per_relation, ids, *(() if additive is None else (additive,)))
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        query, key, value, per_relation, ids, *additive = ctx.saved_tensors
+        scores = torch.baddbmm(_at_ids(per_relation, ids).flatten(0, 1), query.flatten(0, 1),
+                               key.flatten(0, 1).transpose(1, 2)).view(*query.shape[:-1], key.shape[-2])
+        if additive:
+            scores = scores + additive[0]
+        probs = scores.softmax(-1)
+        grad_value = probs.transpose(-1, -2) @ grad_output
+        grad_scores = torch._softmax_backward_data(grad_output @ value.transpose(-1, -2), probs, -1, probs.dtype)
+        grad_per_relation = per_relation.new_zeros(per_relation.shape).scatter_add_(
+            -1, ids[:, None].expand(grad_scores.shape), grad_scores)
+        return grad_scores @ key, grad_scores.transpose(-1, -2) @ query, grad_value, grad_per_relation, None, None
+
+
+def _at_ids(per_relation, ids):
+    """The (B, H, q, k) key term per_relation[b, h, i, ids[b, i, j]] (`RelationScores.dense`)."""
+    return per_relation.gather(-1, ids[:, None].expand(*per_relation.shape[:-1], ids.shape[-1]))
+
+
+def _learned_on_cpu(per_relation):
+    """Whether a key term learns on a CPU, where SDPA's fused kernel cannot learn its mask."""
+    return per_relation.device.type == "cpu" and torch.is_grad_enabled() and per_relation.requires_grad
+
+
 def sdpa_attention(module, query, key, value, mask=None, relation=None, relation_scores=None, parse_logits=None,
                    localized_log_mask=None, localized_heads=0):
     """Fused attention per group of heads, the key term (B, H, q, k) and log G in the additive mask (a fully hidden
-    row gets uniform weights, as the explicit path) -> (output, None)."""
-    bias = relation_scores.dense() if relation_scores is not None else None
+    row gets uniform weights, as the explicit path) -> (output, None). On a CPU, a key term that learns goes through
+    `_FusedAttentionWithLearnedKeyTerm` (no dropout: `choose_attention` picks eager for a call that drops out)."""
+    learned = relation_scores is not None and _learned_on_cpu(relation_scores.per_relation)
+    bias = relation_scores.dense() if relation_scores is not None and not learned else None
     outputs = [_parse_head_output(module, parse_logits, value)] if parse_logits is not None else []
     for start, end, localized in _head_groups(query.shape[1], parse_logits, localized_heads):
         additive = None if bias is None else bias[:, start:end]
@@ -110,6 +155,11 @@ def sdpa_attention(module, query, key, value, mask=None, relation=None, relation
             additive = log_mask if additive is None else additive + log_mask
         if mask is not None:
             additive = mask.additive(query.dtype) if additive is None else additive + mask.additive(query.dtype)
+        if learned:
+            outputs.append(_FusedAttentionWithLearnedKeyTerm.apply(
+                query[:, start:end], key[:, start:end], value[:, start:end],
+                relation_scores.per_relation[:, start:end], relation_scores.ids, additive))
+            continue
         outputs.append(F.scaled_dot_product_attention(
             query[:, start:end], key[:, start:end], value[:, start:end], attn_mask=additive,
             dropout_p=module.dropout if module.training else 0.0, scale=1.0,
@@ -176,8 +226,8 @@ def choose_attention(requested, relation, need_weights, training, dropout_p, dev
     (`learning`: gradients will flow to the call's inputs or relation tables)
 
     - "eager" when the call returns its weights or a relation's value term reads them (pair ids);
-    - "eager" for "sdpa" on a CPU whose key term learns (the CPU's fused kernel falls back to an unfused form that
-      costs more operations than the explicit path; CUDA's memory-efficient kernel learns the mask);
+    - "eager" for "sdpa" on a CPU whose key term learns under attention dropout (a learned key term goes through
+      `_FusedAttentionWithLearnedKeyTerm` there, whose recomputing backward cannot repeat the dropout);
     - "sdpa" for "flex_attention" where it cannot run: dropout in training, gradients on a CPU, no FlexAttention.
     """
     if need_weights or (relation is not None and relation.needs_probabilities) or requested == "eager":
@@ -186,7 +236,8 @@ def choose_attention(requested, relation, need_weights, training, dropout_p, dev
         if _flex_attention is not None and not (training and dropout_p > 0) and not (device.type == "cpu" and learning):
             return "flex_attention"
         requested = "sdpa"
-    if requested == "sdpa" and device.type == "cpu" and learning and relation is not None and relation.has_pair_key_term:
+    if (requested == "sdpa" and device.type == "cpu" and learning and training and dropout_p > 0
+            and relation is not None and relation.has_pair_key_term):
         return "eager"
     return "sdpa" if requested not in ATTENTION_FUNCTIONS else requested
 

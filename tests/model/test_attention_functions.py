@@ -64,12 +64,13 @@ def test_each_call_gets_the_function_that_can_compute_it():
         return choose_attention(requested, relation, need_weights, training, dropout, device, learning)
 
     assert choose("flex_attention", pair_keys) == "flex_attention"  # inference on a CPU
-    assert choose("flex_attention", pair_keys, training=True, learning=True) == "eager"  # no CPU backward: as sdpa
+    assert choose("flex_attention", pair_keys, training=True, learning=True) == "sdpa"  # no CPU backward: as sdpa
     assert choose("flex_attention", pair_keys, training=True, learning=True, device=cuda) == "flex_attention"
     assert choose("flex_attention", pair_keys, training=True, dropout=0.1, learning=True, device=cuda) == "sdpa"
     assert choose("flex_attention", pair_values) == "eager"  # the value term needs the probabilities
     assert choose("sdpa", need_weights=True) == "eager"
-    assert choose("sdpa", pair_keys, training=True, learning=True) == "eager"  # the CPU's fused kernel would not learn
+    assert choose("sdpa", pair_keys, training=True, learning=True) == "sdpa"  # the fused kernel, a recomputing backward
+    assert choose("sdpa", pair_keys, training=True, dropout=0.1, learning=True) == "eager"  # which cannot repeat dropout
     assert choose("sdpa", pair_keys, training=True, learning=True, device=cuda) == "sdpa"
     assert choose("sdpa", buckets, training=True, learning=True) == "sdpa"  # buckets ride in fused attention
     assert choose("eager", buckets) == "eager"
@@ -89,3 +90,22 @@ def test_the_mask_made_once_hides_padding_and_the_future(past, new):
     assert torch.equal(additive.expand_as(naive) == torch.finfo(torch.float32).min, naive)
     assert mask.additive(torch.float32) is additive  # made once a dtype
     assert make_attention_mask(None, 1, 7, causal=True) is None  # one new query sees every key
+
+
+def test_the_cpu_s_fused_attention_with_a_learned_key_term_has_the_gradients_of_its_formula():
+    """`_FusedAttentionWithLearnedKeyTerm` (the CPU's training path of a key-only term: the fused kernel forward, the
+    probabilities recomputed in backward) against finite differences, with padding in the additive mask."""
+    torch.manual_seed(0)
+    batch, heads, length, dim, relations = 2, 3, 5, 4, 7
+    query, key, value = (torch.randn(batch, heads, length, dim, dtype=torch.float64, requires_grad=True)
+                         for _ in range(3))
+    per_relation = torch.randn(batch, heads, length, relations, dtype=torch.float64, requires_grad=True)
+    ids = torch.randint(0, relations, (batch, length, length))
+    padding = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]).bool()
+    additive = make_attention_mask(padding, length, length).additive(torch.float64)
+    function = attention_functions._FusedAttentionWithLearnedKeyTerm.apply
+    assert torch.autograd.gradcheck(lambda q, k, v, r: function(q, k, v, r, ids, additive),
+                                    (query, key, value, per_relation))
+    explicit = ((query @ key.transpose(-1, -2) + per_relation.gather(-1, ids[:, None].expand(-1, heads, -1, -1))
+                 + additive).softmax(-1) @ value)
+    torch.testing.assert_close(function(query, key, value, per_relation, ids, additive), explicit)
