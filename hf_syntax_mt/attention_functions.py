@@ -28,6 +28,7 @@ import torch
 from torch.nn import functional as F
 
 from .fast_ops import dropout
+from .relation_attention import RelationScores, summed_per_relation
 
 try:  # torch >= 2.5
     from torch.nn.attention.flex_attention import flex_attention as _flex_attention
@@ -109,7 +110,7 @@ class _FusedAttentionWithLearnedKeyTerm(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, query, key, value, per_relation, ids, additive):
-        bias = _at_ids(per_relation, ids)
+        bias = RelationScores(per_relation, ids).dense()
         bias = bias if additive is None else bias + additive
         output = F.scaled_dot_product_attention(query, key, value, attn_mask=bias, scale=1.0)
         ctx.save_for_backward(query, key, value, per_relation, ids, *(() if additive is None else (additive,)))
@@ -118,21 +119,15 @@ class _FusedAttentionWithLearnedKeyTerm(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         query, key, value, per_relation, ids, *additive = ctx.saved_tensors
-        scores = torch.baddbmm(_at_ids(per_relation, ids).flatten(0, 1), query.flatten(0, 1),
+        scores = torch.baddbmm(RelationScores(per_relation, ids).dense().flatten(0, 1), query.flatten(0, 1),
                                key.flatten(0, 1).transpose(1, 2)).view(*query.shape[:-1], key.shape[-2])
         if additive:
             scores = scores + additive[0]
         probs = scores.softmax(-1)
         grad_value = probs.transpose(-1, -2) @ grad_output
         grad_scores = torch._softmax_backward_data(grad_output @ value.transpose(-1, -2), probs, -1, probs.dtype)
-        grad_per_relation = per_relation.new_zeros(per_relation.shape).scatter_add_(
-            -1, ids[:, None].expand(grad_scores.shape), grad_scores)
+        grad_per_relation = summed_per_relation(grad_scores, ids, per_relation.shape[-1])
         return grad_scores @ key, grad_scores.transpose(-1, -2) @ query, grad_value, grad_per_relation, None, None
-
-
-def _at_ids(per_relation, ids):
-    """The (B, H, q, k) key term per_relation[b, h, i, ids[b, i, j]] (`RelationScores.dense`)."""
-    return per_relation.gather(-1, ids[:, None].expand(*per_relation.shape[:-1], ids.shape[-1]))
 
 
 def _learned_on_cpu(per_relation):

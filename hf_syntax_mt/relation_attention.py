@@ -509,9 +509,13 @@ def relation_values(weights, ids, value_table):
 
     weights: (B, H, q, k); ids: (B or 1, q, k); value_table: (C, d_k) -> (B, H, q, d_k).
     """
-    sums = weights.new_zeros(*weights.shape[:-1], value_table.shape[0])
-    sums = sums.scatter_add_(-1, ids[:, None].expand(weights.shape), weights)
-    return sums @ value_table.to(sums.dtype)
+    return summed_per_relation(weights, ids, value_table.shape[0]) @ value_table.to(weights.dtype)
+
+
+def summed_per_relation(weights, ids, num_relations):
+    """Σ_{j: id(i, j) = c} w_ij for every relation c, one scatter-add: (B, H, q, k) -> (B, H, q, C)."""
+    sums = weights.new_zeros(*weights.shape[:-1], num_relations)
+    return sums.scatter_add_(-1, ids[:, None].expand(weights.shape), weights)
 
 
 @dataclass
@@ -629,6 +633,7 @@ __all__ = [
     "num_tree_relations",
     "relation_logits",
     "relation_values",
+    "summed_per_relation",
     "relative_position_ids",
     "tree_distances",
     "walk_to_roots",
